@@ -1,0 +1,132 @@
+using System;
+using System.Collections.Generic;
+
+namespace Ember
+{
+    /// <summary>Where handlers run.</summary>
+    public enum EmberDispatch
+    {
+        /// <summary>On the engine's I/O thread: fastest; the handler must not block
+        /// (await instead of Thread.Sleep / .Result).</summary>
+        Inline = 0,
+        /// <summary>On a bounded pool of long-lived engine threads (default): blocking is safe.</summary>
+        Pool = 1,
+    }
+
+    /// <summary>Log levels (the engine's numbers).</summary>
+    public enum EmberLogLevel
+    {
+        Error = 1,
+        Warn = 2,
+        Info = 3,
+        Debug = 4,
+    }
+
+    /// <summary>
+    /// Server settings, read at each <see cref="EmberServer.Start()"/>. Null / unset values keep
+    /// the engine's defaults.
+    /// </summary>
+    public sealed class EmberOptions
+    {
+        public EmberOptions()
+        {
+            Host = "127.0.0.1";
+            Dispatch = EmberDispatch.Pool;
+            LogLevel = EmberLogLevel.Warn;
+            ListenAddresses = new List<string>();
+        }
+
+        /// <summary>Address used by <see cref="EmberServer.Start(int)"/>; default 127.0.0.1
+        /// ("0.0.0.0" for every interface, "::1" for IPv6 loopback).</summary>
+        public string Host { get; set; }
+
+        /// <summary>Extra listen addresses ("127.0.0.1:8080", "[::1]:0"), used by
+        /// <see cref="EmberServer.Start()"/>.</summary>
+        public IList<string> ListenAddresses { get; private set; }
+
+        public EmberDispatch Dispatch { get; set; }
+
+        /// <summary>I/O threads; 0 = one per core.</summary>
+        public int Workers { get; set; }
+
+        /// <summary>Handler threads in Pool mode; 0 = engine default.</summary>
+        public int PoolThreads { get; set; }
+
+        /// <summary>Request body limit (413 beyond it); engine default 16 MiB.</summary>
+        public long? MaxBodyBytes { get; set; }
+
+        /// <summary>Request head limit (431 beyond it); engine default 16384, minimum 8192.</summary>
+        public int? MaxHeaderBytes { get; set; }
+
+        /// <summary>Header count limit (431 beyond it); engine default 100.</summary>
+        public int? MaxHeaders { get; set; }
+
+        /// <summary>Time to receive a request head (408 + close); engine default 10 s; Zero = off.</summary>
+        public TimeSpan? HeaderTimeout { get; set; }
+
+        /// <summary>Keep-alive idle close; engine default 30 s; Zero = off.</summary>
+        public TimeSpan? IdleTimeout { get; set; }
+
+        /// <summary>Time a handler has to answer (the engine answers 503 after it); engine default
+        /// 30 s; Zero = off.</summary>
+        public TimeSpan? HandlerTimeout { get; set; }
+
+        /// <summary>Concurrent connections; engine default 10000.</summary>
+        public int? MaxConnections { get; set; }
+
+        /// <summary>Lowest engine log level forwarded to <see cref="EmberServer.Log"/>.</summary>
+        public EmberLogLevel LogLevel { get; set; }
+
+        /// <summary>Time <see cref="EmberServer.Dispose"/> lets in-flight requests finish before
+        /// force-closing them; default Zero (close at once).</summary>
+        public TimeSpan DisposeTimeout { get; set; }
+    }
+
+    /// <summary>An engine log line, or a message of the binding (then Exception may be set).</summary>
+    public sealed class EmberLogEventArgs : EventArgs
+    {
+        internal EmberLogEventArgs(EmberLogLevel level, string message, Exception exception)
+        {
+            Level = level;
+            Message = message;
+            Exception = exception;
+        }
+
+        public EmberLogLevel Level { get; private set; }
+        public string Message { get; private set; }
+        public Exception Exception { get; private set; }
+    }
+
+    /// <summary>A handler threw (the client got a 500), or an answer could not be sent.</summary>
+    public sealed class EmberErrorEventArgs : EventArgs
+    {
+        internal EmberErrorEventArgs(Exception exception, string method, string path)
+        {
+            Exception = exception;
+            Method = method;
+            Path = path;
+        }
+
+        public Exception Exception { get; private set; }
+        /// <summary>Method of the failing request (null if unknown).</summary>
+        public string Method { get; private set; }
+        /// <summary>Path of the failing request (null if unknown).</summary>
+        public string Path { get; private set; }
+    }
+
+    /// <summary>Engine counters (<c>ember_stats</c>).</summary>
+    public sealed class EmberStats
+    {
+        public long Requests { get; internal set; }
+        public long Responses1xx { get; internal set; }
+        public long Responses2xx { get; internal set; }
+        public long Responses3xx { get; internal set; }
+        public long Responses4xx { get; internal set; }
+        public long Responses5xx { get; internal set; }
+        public long ActiveConnections { get; internal set; }
+        public long TotalConnections { get; internal set; }
+        public long ActiveRequests { get; internal set; }
+        public long BytesRead { get; internal set; }
+        public long BytesWritten { get; internal set; }
+    }
+}

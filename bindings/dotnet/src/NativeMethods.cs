@@ -1,0 +1,176 @@
+// Every import of the native engine (include/ember.h), in one place.
+// Rules kept here: Cdecl everywhere; text goes in as NUL-terminated UTF-8 byte[] built by
+// Utf8.Z (never the default ANSI string marshalling, which is not UTF-8 on .NET Framework);
+// text comes out as byte* + length and is decoded with Encoding.UTF8; size_t is UIntPtr.
+using System;
+using System.Runtime.InteropServices;
+using System.Security;
+
+namespace Ember.Interop
+{
+    /// <summary>ember_str: a borrowed pointer + length view, not NUL-terminated.</summary>
+    [StructLayout(LayoutKind.Sequential)]
+    internal unsafe struct EmberStr
+    {
+        public byte* Ptr;
+        public UIntPtr Len;
+    }
+
+    /// <summary>ember_header: lower-case name + raw value.</summary>
+    [StructLayout(LayoutKind.Sequential)]
+    internal struct EmberHeader
+    {
+        public EmberStr Name;
+        public EmberStr Value;
+    }
+
+    /// <summary>ember_request_info: mirrors the header's struct field by field.</summary>
+    [StructLayout(LayoutKind.Sequential)]
+    internal unsafe struct EmberRequestInfo
+    {
+        public ulong Id;
+        public EmberStr Method;
+        public EmberStr Path;
+        public EmberStr Query;
+        public EmberStr Body;
+        public EmberStr RemoteAddr;
+        public EmberStr Route;
+        public EmberHeader* Headers;
+        public UIntPtr HeaderCount;
+        public EmberHeader* Params;
+        public UIntPtr ParamCount;
+        public uint HttpVersion;
+    }
+
+    /// <summary>ember_stats.</summary>
+    [StructLayout(LayoutKind.Sequential)]
+    internal struct EmberStatsNative
+    {
+        public ulong Requests;
+        public ulong Responses1xx;
+        public ulong Responses2xx;
+        public ulong Responses3xx;
+        public ulong Responses4xx;
+        public ulong Responses5xx;
+        public ulong ActiveConnections;
+        public ulong TotalConnections;
+        public ulong ActiveRequests;
+        public ulong BytesRead;
+        public ulong BytesWritten;
+    }
+
+    [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
+    internal delegate void EmberHandlerFn(IntPtr userData, ulong req, IntPtr info);
+
+    [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
+    internal delegate void EmberReleaseFn(IntPtr userData);
+
+    [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
+    internal delegate void EmberLogFn(IntPtr userData, int level, IntPtr msg, UIntPtr len);
+
+    [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
+    internal delegate void EmberThreadFn(IntPtr userData);
+
+    [SuppressUnmanagedCodeSecurity]
+    internal static unsafe class NativeMethods
+    {
+        /// <summary>Resolved as ember.dll (Windows), libember.so (Linux, also via Ember.dll.config
+        /// under Mono), libember.dylib (macOS).</summary>
+        internal const string Lib = "ember";
+
+        internal const int EMBER_OK = 0;
+        internal const int EMBER_DISPATCH_INLINE = 0;
+        internal const int EMBER_DISPATCH_POOL = 1;
+        internal const int EMBER_LIMIT_MAX_HEADER_BYTES = 1;
+        internal const int EMBER_LIMIT_MAX_HEADERS = 2;
+        internal const int EMBER_LIMIT_MAX_BODY_BYTES = 3;
+        internal const int EMBER_LIMIT_HEADER_TIMEOUT_MS = 4;
+        internal const int EMBER_LIMIT_IDLE_TIMEOUT_MS = 5;
+        internal const int EMBER_LIMIT_MAX_CONNECTIONS = 6;
+        internal const int EMBER_LIMIT_HANDLER_TIMEOUT_MS = 7;
+        internal const uint EMBER_WAIT_FOREVER = uint.MaxValue;
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern IntPtr ember_version();
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern uint ember_abi_version();
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern IntPtr ember_result_name(int code);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern IntPtr ember_last_error();
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int ember_last_error_copy(byte* buf, UIntPtr cap, out UIntPtr outLen);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int ember_server_new(out EmberServerHandle server);
+
+        /// <summary>Only EmberServerHandle.ReleaseHandle calls this.</summary>
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int ember_server_free(IntPtr server);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int ember_server_listen(EmberServerHandle server, byte[] address);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int ember_server_set_workers(EmberServerHandle server, uint workers);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int ember_server_set_dispatch(EmberServerHandle server, int mode);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int ember_server_set_pool_threads(EmberServerHandle server, uint threads);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int ember_server_set_limit(EmberServerHandle server, int limit, ulong value);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int ember_server_set_log(EmberServerHandle server, EmberLogFn log, IntPtr userData, int minLevel);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int ember_server_set_thread_hooks(EmberServerHandle server, EmberThreadFn onStart, EmberThreadFn onStop, IntPtr userData);
+
+        /// <summary>method: NULL for any.</summary>
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int ember_server_route(EmberServerHandle server, byte[] method, byte[] pattern,
+            EmberHandlerFn handler, IntPtr userData, EmberReleaseFn release);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int ember_server_start(EmberServerHandle server);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int ember_server_port(EmberServerHandle server, UIntPtr index, out ushort port);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int ember_server_stop(EmberServerHandle server, uint timeoutMs);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int ember_server_wait(EmberServerHandle server, uint timeoutMs);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int ember_server_stats(EmberServerHandle server, out EmberStatsNative stats);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int ember_request_get_info(ulong req, out EmberRequestInfo info);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int ember_request_header(ulong req, byte[] name, out EmberStr value);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int ember_request_param(ulong req, byte[] name, out EmberStr value);
+
+        /// <summary>The one call that answers a request: status + header block + body (copied).</summary>
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int ember_request_respond(ulong req, ushort status,
+            byte* headers, UIntPtr headersLen, byte* body, UIntPtr bodyLen);
+
+        /// <summary>Like respond, body not copied; release(releaseData) once when the engine is done.</summary>
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int ember_request_respond_nocopy(ulong req, ushort status,
+            byte* headers, UIntPtr headersLen, byte* body, UIntPtr bodyLen,
+            EmberReleaseFn release, IntPtr releaseData);
+    }
+}

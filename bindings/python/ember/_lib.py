@@ -1,0 +1,205 @@
+"""Finds libember and declares the C ABI (include/ember.h) for ctypes.
+
+Every function the binding calls is declared here with argtypes and restype, so a wrong
+argument fails in Python instead of corrupting memory in the engine. The library is a
+``ctypes.CDLL``: ctypes releases the GIL around every call, which is what lets engine
+threads run Python handlers while the main thread blocks in start/stop/wait.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+from ctypes import (
+    CFUNCTYPE,
+    POINTER,
+    Structure,
+    c_char_p,
+    c_int32,
+    c_size_t,
+    c_uint16,
+    c_uint32,
+    c_uint64,
+    c_void_p,
+)
+from pathlib import Path
+
+ENV_VAR = "EMBER_LIBRARY"
+
+# Result codes (ember_result).
+OK = 0
+ERR_NULL = -1
+ERR_INVALID_ARG = -2
+ERR_STATE = -3
+ERR_BIND = -4
+ERR_ROUTE = -5
+ERR_ALREADY_ANSWERED = -6
+ERR_TIMED_OUT = -7
+ERR_CLIENT_GONE = -8
+ERR_INVALID_HANDLE = -9
+ERR_NOT_FOUND = -10
+ERR_BUFFER_TOO_SMALL = -11
+ERR_PANIC = -12
+ERR_RUNTIME = -13
+
+DISPATCH_INLINE = 0
+DISPATCH_POOL = 1
+
+LIMIT_MAX_HEADER_BYTES = 1
+LIMIT_MAX_HEADERS = 2
+LIMIT_MAX_BODY_BYTES = 3
+LIMIT_HEADER_TIMEOUT_MS = 4
+LIMIT_IDLE_TIMEOUT_MS = 5
+LIMIT_MAX_CONNECTIONS = 6
+LIMIT_HANDLER_TIMEOUT_MS = 7
+
+LOG_ERROR = 1
+LOG_WARN = 2
+LOG_INFO = 3
+LOG_DEBUG = 4
+
+WAIT_FOREVER = 0xFFFFFFFF
+
+
+def _library_name() -> str:
+    if sys.platform == "darwin":
+        return "libember.dylib"
+    if sys.platform == "win32":
+        return "ember.dll"
+    return "libember.so"
+
+
+def candidates() -> list[Path]:
+    """The places searched for the library, in order."""
+    name = _library_name()
+    places: list[Path] = []
+    env = os.environ.get(ENV_VAR)
+    if env:
+        places.append(Path(env))
+    here = Path(__file__).resolve().parent
+    places.append(here / name)
+    # bindings/python/ember -> the checkout root, for developers running from source.
+    root = here.parents[2]
+    places.append(root / "target" / "release" / name)
+    places.append(root / "target" / "debug" / name)
+    return places
+
+
+def _load() -> ctypes.CDLL:
+    tried = []
+    env_set = bool(os.environ.get(ENV_VAR))
+    for i, path in enumerate(candidates()):
+        if not path.is_file():
+            tried.append(f"{path} (not found)")
+        else:
+            try:
+                return ctypes.CDLL(str(path))
+            except OSError as e:
+                tried.append(f"{path} ({e})")
+        # An explicit EMBER_LIBRARY is a decision, not a hint: do not silently use another copy.
+        if i == 0 and env_set:
+            break
+    raise ImportError(
+        "ember: cannot load the native library " + _library_name() + "; tried:\n  "
+        + "\n  ".join(tried)
+        + f"\nSet {ENV_VAR} to its path, or run `cargo build --release` in the Ember checkout."
+    )
+
+
+class Server(Structure):
+    """Opaque ``ember_server``."""
+
+
+# The info struct is declared flat (ptr, len pairs instead of nested ember_str) so that
+# reading a field is one descriptor access and does not build a nested Structure object.
+class RequestInfo(Structure):
+    _fields_ = [
+        ("id", c_uint64),
+        ("method_ptr", c_void_p), ("method_len", c_size_t),
+        ("path_ptr", c_void_p), ("path_len", c_size_t),
+        ("query_ptr", c_void_p), ("query_len", c_size_t),
+        ("body_ptr", c_void_p), ("body_len", c_size_t),
+        ("remote_ptr", c_void_p), ("remote_len", c_size_t),
+        ("route_ptr", c_void_p), ("route_len", c_size_t),
+        ("headers", c_void_p), ("header_count", c_size_t),
+        ("params", c_void_p), ("param_count", c_size_t),
+        ("http_version", c_uint32),
+    ]
+
+
+class Header(Structure):
+    _fields_ = [
+        ("name_ptr", c_void_p), ("name_len", c_size_t),
+        ("value_ptr", c_void_p), ("value_len", c_size_t),
+    ]
+
+
+class Str(Structure):
+    _fields_ = [("ptr", c_void_p), ("len", c_size_t)]
+
+
+class Stats(Structure):
+    _fields_ = [
+        (name, c_uint64)
+        for name in (
+            "requests", "responses_1xx", "responses_2xx", "responses_3xx", "responses_4xx",
+            "responses_5xx", "active_connections", "total_connections", "active_requests",
+            "bytes_read", "bytes_written",
+        )
+    ]
+
+
+# user_data is declared c_size_t in the callbacks: the binding passes small integers
+# (route numbers), and an int argument is cheaper for ctypes to hand over than c_void_p.
+HANDLER_FN = CFUNCTYPE(None, c_size_t, c_uint64, c_size_t)
+RELEASE_FN = CFUNCTYPE(None, c_size_t)
+LOG_FN = CFUNCTYPE(None, c_size_t, c_int32, c_void_p, c_size_t)
+THREAD_FN = CFUNCTYPE(None, c_size_t)
+
+_server_p = POINTER(Server)
+
+_PROTOTYPES = {
+    "ember_version": (c_char_p, []),
+    "ember_abi_version": (c_uint32, []),
+    "ember_result_name": (c_char_p, [c_int32]),
+    "ember_last_error": (c_char_p, []),
+    "ember_server_new": (c_int32, [POINTER(_server_p)]),
+    "ember_server_free": (c_int32, [_server_p]),
+    "ember_server_listen": (c_int32, [_server_p, c_char_p]),
+    "ember_server_set_workers": (c_int32, [_server_p, c_uint32]),
+    "ember_server_set_dispatch": (c_int32, [_server_p, c_int32]),
+    "ember_server_set_pool_threads": (c_int32, [_server_p, c_uint32]),
+    "ember_server_set_limit": (c_int32, [_server_p, c_int32, c_uint64]),
+    "ember_server_set_log": (c_int32, [_server_p, LOG_FN, c_size_t, c_int32]),
+    "ember_server_set_thread_hooks": (c_int32, [_server_p, THREAD_FN, THREAD_FN, c_size_t]),
+    "ember_server_route": (c_int32, [_server_p, c_char_p, c_char_p, HANDLER_FN, c_size_t, RELEASE_FN]),
+    "ember_server_start": (c_int32, [_server_p]),
+    "ember_server_port": (c_int32, [_server_p, c_size_t, POINTER(c_uint16)]),
+    "ember_server_stop": (c_int32, [_server_p, c_uint32]),
+    "ember_server_wait": (c_int32, [_server_p, c_uint32]),
+    "ember_server_stats": (c_int32, [_server_p, POINTER(Stats)]),
+    "ember_request_respond": (c_int32, [c_uint64, c_uint16, c_char_p, c_size_t, c_char_p, c_size_t]),
+}
+
+lib = _load()
+for _name, (_restype, _argtypes) in _PROTOTYPES.items():
+    try:
+        _fn = getattr(lib, _name)
+    except AttributeError as e:
+        raise ImportError(f"ember: {lib._name} lacks {_name}; is it an Ember build of ABI 1?") from e
+    _fn.restype = _restype
+    _fn.argtypes = _argtypes
+
+string_at = ctypes.string_at
+
+
+def last_error() -> str:
+    """The engine's message for the last failed call on this thread."""
+    msg = lib.ember_last_error()
+    return msg.decode("utf-8", "replace") if msg else ""
+
+
+def result_name(code: int) -> str:
+    name = lib.ember_result_name(code)
+    return name.decode("ascii", "replace") if name else str(code)

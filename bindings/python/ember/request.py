@@ -1,0 +1,273 @@
+"""The request a handler receives.
+
+The engine hands the binding one ``ember_request_info`` struct per request (no further
+ABI calls). A ``Request`` reads a field from it only when the handler first asks for it,
+so a handler that looks at nothing costs nothing. The struct's views are only valid while
+the engine's callback runs; before a request outlives that (kept by the handler, passed
+to a coroutine, deferred), ``_detach()`` copies every field into Python objects.
+"""
+
+from __future__ import annotations
+
+import json as _json
+import struct
+import threading
+from collections.abc import Iterator, Mapping
+from typing import Any
+from urllib.parse import parse_qsl, unquote
+
+from ._lib import string_at
+
+# ember_request_info in native layout: id, six (ptr, len) views, headers (ptr, count),
+# params (ptr, count), http_version. One string_at + one unpack reads all of it.
+_INFO = struct.Struct("@QPNPNPNPNPNPNPNPNI")
+_PAIR = struct.Struct("@PNPN")  # ember_header: name (ptr, len), value (ptr, len)
+
+_HTTP_VERSIONS = {10: "1.0", 11: "1.1", 20: "2"}
+
+
+def _text(b: bytes) -> str:
+    return b.decode("utf-8", "replace")
+
+
+def _header_text(b: bytes) -> str:
+    # Header values are raw bytes on the wire: UTF-8 when they are valid UTF-8 (what
+    # modern clients send), otherwise Latin-1, which maps every byte and never fails.
+    try:
+        return b.decode("utf-8")
+    except UnicodeDecodeError:
+        return b.decode("latin-1")
+
+
+def _pairs(ptr: int, count: int) -> list[tuple[bytes, bytes]]:
+    if not count:
+        return []
+    blob = string_at(ptr, _PAIR.size * count)
+    return [
+        (string_at(np, nl) if nl else b"", string_at(vp, vl) if vl else b"")
+        for np, nl, vp, vl in _PAIR.iter_unpack(blob)
+    ]
+
+
+class Headers(Mapping):
+    """Request headers, looked up case-insensitively. A repeated header reads as its
+    values joined with ``", "``; ``get_all(name)`` gives them one by one."""
+
+    __slots__ = ("_map",)
+
+    def __init__(self, raw: list[tuple[bytes, bytes]]) -> None:
+        m: dict[str, list[str]] = {}
+        for name, value in raw:
+            key = name.decode("latin-1").lower()
+            v = _header_text(value)
+            if key in m:
+                m[key].append(v)
+            else:
+                m[key] = [v]
+        self._map = m
+
+    def __getitem__(self, name: str) -> str:
+        return ", ".join(self._map[name.lower()])
+
+    def get_all(self, name: str) -> list[str]:
+        return list(self._map.get(name.lower(), ()))
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name.lower() in self._map
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._map)
+
+    def __len__(self) -> int:
+        return len(self._map)
+
+    def __repr__(self) -> str:
+        return f"Headers({dict(self.items())!r})"
+
+
+class Request:
+    """One HTTP request.
+
+    Attributes (all read-only): ``method``, ``path`` (percent-decoded), ``raw_path`` (as
+    sent), ``query`` (dict; the last value wins for a repeated name), ``query_list``
+    (every pair), ``query_string`` (raw, without ``?``), ``params`` (route parameters,
+    decoded), ``headers`` (case-insensitive), ``raw_headers`` (bytes pairs in arrival
+    order), ``body`` (bytes), ``text``, ``json()``, ``remote_addr``, ``route`` (the
+    matched pattern), ``http_version`` (``"1.0"``, ``"1.1"`` or ``"2"``).
+    """
+
+    __slots__ = (
+        "handle", "_info", "_f", "_method", "_raw_path", "_query_string", "_body", "_remote",
+        "_route", "_raw_headers", "_raw_params", "_headers", "_params", "_query_list",
+        "_deferred", "__weakref__",
+    )
+
+    def __init__(self, handle: int, info: int | None) -> None:
+        #: The engine's request handle (an integer token).
+        self.handle = handle
+        self._info = info
+        self._f = self._method = self._raw_path = self._query_string = self._body = None
+        self._remote = self._route = self._raw_headers = self._raw_params = None
+        self._headers = self._params = self._query_list = None
+        self._deferred = None
+
+    # -- reading the engine's struct -------------------------------------------------
+    def _fields(self) -> tuple:
+        f = self._f
+        if f is None:
+            if self._info is None:
+                raise RuntimeError("ember: request data is gone (the request was answered)")
+            f = self._f = _INFO.unpack(string_at(self._info, _INFO.size))
+        return f
+
+    def _view(self, i: int) -> bytes:
+        # Views are fields 1..12 as (ptr, len) pairs; i is the pair number (0 = method).
+        f = self._fields()
+        n = f[2 + 2 * i]
+        return string_at(f[1 + 2 * i], n) if n else b""
+
+    def _detach(self) -> None:
+        """Copies everything out of the engine's memory; the struct is not read again."""
+        if self._info is None:
+            return
+        self.method, self.raw_path, self.query_string, self.body, self.remote_addr, self.route
+        self.raw_headers
+        self._params_raw()
+        self._fields()
+        self._info = None
+
+    # -- fields ----------------------------------------------------------------------
+    @property
+    def method(self) -> str:
+        if self._method is None:
+            self._method = self._view(0).decode("ascii", "replace")
+        return self._method
+
+    @property
+    def raw_path(self) -> str:
+        if self._raw_path is None:
+            self._raw_path = _text(self._view(1))
+        return self._raw_path
+
+    @property
+    def path(self) -> str:
+        return unquote(self.raw_path)
+
+    @property
+    def query_string(self) -> str:
+        if self._query_string is None:
+            self._query_string = _text(self._view(2))
+        return self._query_string
+
+    @property
+    def query_list(self) -> list[tuple[str, str]]:
+        if self._query_list is None:
+            self._query_list = parse_qsl(self.query_string, keep_blank_values=True)
+        return self._query_list
+
+    @property
+    def query(self) -> dict[str, str]:
+        return dict(self.query_list)
+
+    @property
+    def body(self) -> bytes:
+        if self._body is None:
+            self._body = self._view(3)
+        return self._body
+
+    @property
+    def remote_addr(self) -> str:
+        if self._remote is None:
+            self._remote = _text(self._view(4))
+        return self._remote
+
+    @property
+    def route(self) -> str:
+        if self._route is None:
+            self._route = _text(self._view(5))
+        return self._route
+
+    @property
+    def raw_headers(self) -> list[tuple[bytes, bytes]]:
+        if self._raw_headers is None:
+            f = self._fields()
+            self._raw_headers = _pairs(f[13], f[14])
+        return self._raw_headers
+
+    @property
+    def headers(self) -> Headers:
+        if self._headers is None:
+            self._headers = Headers(self.raw_headers)
+        return self._headers
+
+    def _params_raw(self) -> list[tuple[bytes, bytes]]:
+        if self._raw_params is None:
+            f = self._fields()
+            self._raw_params = _pairs(f[15], f[16])
+        return self._raw_params
+
+    @property
+    def params(self) -> dict[str, str]:
+        if self._params is None:
+            self._params = {_text(k): _text(v) for k, v in self._params_raw()}
+        return self._params
+
+    @property
+    def http_version(self) -> str:
+        v = self._fields()[17]
+        return _HTTP_VERSIONS.get(v, str(v))
+
+    @property
+    def content_type(self) -> str:
+        return self.headers.get("content-type", "")
+
+    @property
+    def text(self) -> str:
+        """The body decoded with the Content-Type's charset (UTF-8 if none)."""
+        charset = "utf-8"
+        for part in self.content_type.split(";")[1:]:
+            k, _, v = part.strip().partition("=")
+            if k.lower() == "charset" and v:
+                charset = v.strip('"')
+        try:
+            return self.body.decode(charset, "replace")
+        except LookupError:
+            return self.body.decode("utf-8", "replace")
+
+    def json(self) -> Any:
+        """The body parsed as JSON (``json.JSONDecodeError`` if it is not)."""
+        return _json.loads(self.body)
+
+    def defer(self) -> "Deferred":
+        """Answers later, from any thread: the handler returns ``None`` and whoever holds
+        the returned ``Deferred`` calls ``respond(result)`` exactly once."""
+        if self._deferred is None:
+            self._deferred = Deferred(self.handle, self)
+        return self._deferred
+
+    def __repr__(self) -> str:
+        return f"<Request {self.method} {self.raw_path}>"
+
+
+class Deferred:
+    """A request answered after its handler returned (see ``Request.defer``)."""
+
+    __slots__ = ("handle", "request", "_lock", "_done")
+
+    def __init__(self, handle: int, request: Request) -> None:
+        self.handle = handle
+        self.request = request
+        self._lock = threading.Lock()
+        self._done = False
+
+    def respond(self, result: Any = None) -> bool:
+        """Sends ``result`` (anything a handler may return). True if the engine took it;
+        False if the request had already been answered, timed out (the engine sent 503)
+        or its client left."""
+        from .response import answer
+
+        with self._lock:
+            if self._done:
+                return False
+            self._done = True
+        return answer(self.handle, result, self.request)

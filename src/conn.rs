@@ -1,0 +1,244 @@
+//! One accepted connection: protocol detection, hyper, and a watchdog that closes the
+//! gaps plain hyper leaves (a silent client held forever, no 408 on a slow header,
+//! no idle keep-alive timeout).
+
+use crate::server::Run;
+use crate::service;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+const TIMEOUT_408: &[u8] = b"HTTP/1.1 408 Request Timeout\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
+
+static EPOCH: once_cell::sync::Lazy<Instant> = once_cell::sync::Lazy::new(Instant::now);
+
+fn now_ms() -> u64 {
+    EPOCH.elapsed().as_millis() as u64 + 1
+}
+
+/// What the watchdog needs to know about a connection; updated by reads and requests.
+pub(crate) struct ConnState {
+    pub remote: String,
+    pub is_h2: AtomicBool,
+    in_flight: AtomicU32,
+    /// When bytes of a not-yet-complete request head first arrived (0 = none pending).
+    head_since: AtomicU64,
+    last_activity: AtomicU64,
+    started: AtomicBool,
+}
+
+impl ConnState {
+    fn on_read(&self, n: usize) {
+        let now = now_ms();
+        self.last_activity.store(now, Relaxed);
+        if n > 0 && self.in_flight.load(Relaxed) == 0 && self.head_since.load(Relaxed) == 0 {
+            self.head_since.store(now, Relaxed);
+        }
+        self.started.store(true, Relaxed);
+    }
+
+    /// Called when a request head is complete and handed to the service.
+    pub fn request_started(self: &Arc<Self>) -> InFlight {
+        self.in_flight.fetch_add(1, Relaxed);
+        self.head_since.store(0, Relaxed);
+        InFlight(self.clone())
+    }
+}
+
+/// Marks one request as being handled until dropped.
+pub(crate) struct InFlight(Arc<ConnState>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.last_activity.store(now_ms(), Relaxed);
+        self.0.in_flight.fetch_sub(1, Relaxed);
+    }
+}
+
+/// The socket as hyper sees it, counting bytes and noting activity.
+struct Watched {
+    stream: TcpStream,
+    state: Arc<ConnState>,
+    run: Arc<Run>,
+}
+
+impl AsyncRead for Watched {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let res = Pin::new(&mut this.stream).poll_read(cx, buf);
+        if let Poll::Ready(Ok(())) = res {
+            let n = buf.filled().len() - before;
+            this.state.on_read(n);
+            this.run.counters.bytes_read.fetch_add(n as u64, Relaxed);
+        }
+        res
+    }
+}
+
+impl AsyncWrite for Watched {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let res = Pin::new(&mut this.stream).poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = res {
+            this.run.counters.bytes_written.fetch_add(n as u64, Relaxed);
+        }
+        res
+    }
+
+    fn poll_write_vectored(self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let res = Pin::new(&mut this.stream).poll_write_vectored(cx, bufs);
+        if let Poll::Ready(Ok(n)) = res {
+            this.run.counters.bytes_written.fetch_add(n as u64, Relaxed);
+        }
+        res
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
+    }
+}
+
+/// Serves one connection until it closes, the watchdog closes it, or the runtime stops.
+pub(crate) async fn serve(stream: TcpStream, remote: SocketAddr, run: Arc<Run>, shutdown: watch::Receiver<bool>) {
+    let state = Arc::new(ConnState {
+        remote: remote.to_string(),
+        is_h2: AtomicBool::new(false),
+        in_flight: AtomicU32::new(0),
+        head_since: AtomicU64::new(0),
+        last_activity: AtomicU64::new(now_ms()),
+        started: AtomicBool::new(false),
+    });
+    let fd = stream.as_raw_fd();
+    let work = drive(stream, state.clone(), run.clone(), shutdown);
+    tokio::pin!(work);
+    let sleep = tokio::time::sleep(Duration::from_secs(3600));
+    tokio::pin!(sleep);
+    loop {
+        match check(&state, &run.limits) {
+            Verdict::Wait(ms) => sleep.as_mut().reset(tokio::time::Instant::now() + Duration::from_millis(ms)),
+            Verdict::Close => return,
+            Verdict::Timeout408 => {
+                send_raw(fd, TIMEOUT_408);
+                run.counters.status(408);
+                return;
+            }
+        }
+        tokio::select! {
+            _ = &mut work => return,
+            _ = &mut sleep => {}
+        }
+    }
+}
+
+enum Verdict {
+    Wait(u64),
+    Close,
+    Timeout408,
+}
+
+fn check(state: &ConnState, limits: &crate::config::Limits) -> Verdict {
+    let (header_ms, idle_ms) = (limits.header_timeout.as_millis() as u64, limits.idle_timeout.as_millis() as u64);
+    let now = now_ms();
+    if state.in_flight.load(Relaxed) > 0 {
+        return Verdict::Wait(idle_ms.max(1000));
+    }
+    let head_since = state.head_since.load(Relaxed);
+    if head_since != 0 && header_ms > 0 && !state.is_h2.load(Relaxed) {
+        let due = head_since + header_ms;
+        return if now >= due { Verdict::Timeout408 } else { Verdict::Wait(due - now) };
+    }
+    // A connection that never sent a byte gets the header timeout, not the idle one.
+    let limit = if !state.started.load(Relaxed) && header_ms > 0 { header_ms } else { idle_ms };
+    if limit == 0 {
+        return Verdict::Wait(3_600_000);
+    }
+    let due = state.last_activity.load(Relaxed) + limit;
+    if now >= due { Verdict::Close } else { Verdict::Wait(due - now) }
+}
+
+/// Writes a last word on a socket hyper still owns; the caller closes the connection
+/// right after, so nothing interleaves with hyper's own writes.
+fn send_raw(fd: RawFd, bytes: &[u8]) {
+    // SAFETY: the stream owning fd is alive inside the pinned `work` future of the caller.
+    let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+    let _ = socket2::SockRef::from(&fd).send(bytes);
+}
+
+/// Waits for enough bytes to tell HTTP/2 prior knowledge from HTTP/1. None = closed.
+async fn sniff(stream: &TcpStream, state: &ConnState) -> io::Result<Option<bool>> {
+    let mut buf = [0u8; 24];
+    loop {
+        let n = stream.peek(&mut buf).await?;
+        if n == 0 {
+            return Ok(None);
+        }
+        state.on_read(n);
+        if buf[..n] != H2_PREFACE[..n] {
+            return Ok(Some(false));
+        }
+        if n == H2_PREFACE.len() {
+            return Ok(Some(true));
+        }
+        // Only a client that sent part of the preface gets here; peek would spin.
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+async fn drive(stream: TcpStream, state: Arc<ConnState>, run: Arc<Run>, mut shutdown: watch::Receiver<bool>) {
+    let is_h2 = match sniff(&stream, &state).await {
+        Ok(Some(h2)) => h2,
+        _ => return,
+    };
+    state.is_h2.store(is_h2, Relaxed);
+    let io = TokioIo::new(Watched { stream, state: state.clone(), run: run.clone() });
+    let svc = {
+        let (run, state) = (run.clone(), state.clone());
+        hyper::service::service_fn(move |req| service::handle(run.clone(), state.clone(), req))
+    };
+    if is_h2 {
+        let conn = run.http2.serve_connection(io, svc);
+        tokio::pin!(conn);
+        until_done(conn.as_mut(), &mut shutdown, |c| c.graceful_shutdown()).await;
+    } else {
+        let conn = run.http1.serve_connection(io, svc);
+        tokio::pin!(conn);
+        until_done(conn.as_mut(), &mut shutdown, |c| c.graceful_shutdown()).await;
+    }
+}
+
+/// Polls a connection to the end, asking it to finish gracefully when the server stops.
+async fn until_done<F: std::future::Future>(mut conn: Pin<&mut F>, shutdown: &mut watch::Receiver<bool>, graceful: impl Fn(Pin<&mut F>)) {
+    if *shutdown.borrow() {
+        graceful(conn.as_mut());
+    } else {
+        tokio::select! {
+            _ = conn.as_mut() => return,
+            _ = shutdown.changed() => graceful(conn.as_mut()),
+        }
+    }
+    conn.await;
+}
+
+pub(crate) fn http2_builder() -> hyper::server::conn::http2::Builder<TokioExecutor> {
+    hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+}

@@ -1,0 +1,65 @@
+//! Error kinds shared by the engine and the C surface. The numbers are part of the ABI:
+//! never renumber, never reuse a retired one (leave it here as a comment).
+
+use std::fmt;
+
+/// Why an engine operation failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    Null,
+    InvalidArg,
+    State,
+    Bind,
+    Route,
+    AlreadyAnswered,
+    TimedOut,
+    ClientGone,
+    InvalidHandle,
+    NotFound,
+    BufferTooSmall,
+    Panic,
+    Runtime,
+}
+
+impl ErrorKind {
+    pub fn code(self) -> i32 {
+        match self {
+            ErrorKind::Null => -1,
+            ErrorKind::InvalidArg => -2,
+            ErrorKind::State => -3,
+            ErrorKind::Bind => -4,
+            ErrorKind::Route => -5,
+            ErrorKind::AlreadyAnswered => -6,
+            ErrorKind::TimedOut => -7,
+            ErrorKind::ClientGone => -8,
+            ErrorKind::InvalidHandle => -9,
+            ErrorKind::NotFound => -10,
+            ErrorKind::BufferTooSmall => -11,
+            ErrorKind::Panic => -12,
+            ErrorKind::Runtime => -13,
+        }
+    }
+}
+
+/// An error kind with a message written for the person reading the log.
+#[derive(Debug, Clone)]
+pub struct Error {
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+impl Error {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Error { kind, message: message.into() }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Error {}
+
+pub type Result<T> = std::result::Result<T, Error>;

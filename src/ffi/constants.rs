@@ -1,0 +1,63 @@
+//! Numbers that are part of the ABI. Never renumber; retired codes stay as comments.
+
+use super::types::ember_result;
+
+/// The ABI version; bumped only when functions are added (nothing is ever removed).
+pub const EMBER_ABI_VERSION: u32 = 1;
+
+/// Success.
+pub const EMBER_OK: ember_result = 0;
+/// A required pointer argument was NULL.
+pub const EMBER_ERR_NULL: ember_result = -1;
+/// An argument's value is wrong: not UTF-8, a bad header line, a bad status, an unknown option.
+pub const EMBER_ERR_INVALID_ARG: ember_result = -2;
+/// Not allowed in the server's current state (configure after start, start twice, use after stop).
+pub const EMBER_ERR_STATE: ember_result = -3;
+/// A listen address could not be bound; the message names it and the reason.
+pub const EMBER_ERR_BIND: ember_result = -4;
+/// A route pattern is malformed or conflicts with one already registered.
+pub const EMBER_ERR_ROUTE: ember_result = -5;
+/// The request was already answered.
+pub const EMBER_ERR_ALREADY_ANSWERED: ember_result = -6;
+/// The handler timeout answered the request first (503); or `ember_server_wait` timed out.
+pub const EMBER_ERR_TIMED_OUT: ember_result = -7;
+/// The client disconnected, or the server stopped, before the answer.
+pub const EMBER_ERR_CLIENT_GONE: ember_result = -8;
+/// Not a request handle from this library, or one so old its slot was reused.
+pub const EMBER_ERR_INVALID_HANDLE: ember_result = -9;
+/// The header or parameter asked for is absent.
+pub const EMBER_ERR_NOT_FOUND: ember_result = -10;
+/// The caller's buffer is too small.
+pub const EMBER_ERR_BUFFER_TOO_SMALL: ember_result = -11;
+/// An internal panic was caught at the boundary (a bug in Ember; the server keeps running).
+pub const EMBER_ERR_PANIC: ember_result = -12;
+/// Threads or the runtime could not be created, or another I/O failure.
+pub const EMBER_ERR_RUNTIME: ember_result = -13;
+
+/// Handlers run on the I/O worker thread: fastest; a handler must not block.
+pub const EMBER_DISPATCH_INLINE: i32 = 0;
+/// Default: handlers run on a bounded pool of long-lived threads; blocking is safe.
+pub const EMBER_DISPATCH_POOL: i32 = 1;
+
+/// Request head size limit in bytes (default 16384) → 431.
+pub const EMBER_LIMIT_MAX_HEADER_BYTES: i32 = 1;
+/// Request header count limit (default 100) → 431.
+pub const EMBER_LIMIT_MAX_HEADERS: i32 = 2;
+/// Request body limit in bytes (default 16 MiB) → 413, refused before reading when declared.
+pub const EMBER_LIMIT_MAX_BODY_BYTES: i32 = 3;
+/// Time to receive a whole request head, in ms (default 10000) → 408 and close. 0 = off.
+pub const EMBER_LIMIT_HEADER_TIMEOUT_MS: i32 = 4;
+/// Keep-alive idle time before the engine closes a connection, in ms (default 30000). 0 = off.
+pub const EMBER_LIMIT_IDLE_TIMEOUT_MS: i32 = 5;
+/// Open connections at most (default 10000); further clients wait in the listen backlog.
+pub const EMBER_LIMIT_MAX_CONNECTIONS: i32 = 6;
+/// Time for the host to answer, in ms (default 30000) → 503. 0 = off.
+pub const EMBER_LIMIT_HANDLER_TIMEOUT_MS: i32 = 7;
+
+pub const EMBER_LOG_ERROR: i32 = 1;
+pub const EMBER_LOG_WARN: i32 = 2;
+pub const EMBER_LOG_INFO: i32 = 3;
+pub const EMBER_LOG_DEBUG: i32 = 4;
+
+/// `ember_server_wait` timeout meaning "no timeout".
+pub const EMBER_WAIT_FOREVER: u32 = u32::MAX;

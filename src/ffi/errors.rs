@@ -1,0 +1,96 @@
+//! The last error message of each thread, and names for result codes.
+
+use super::args;
+use super::boundary::{guard, guard_value};
+use super::types::ember_result;
+use crate::error::{Error, ErrorKind};
+use std::cell::RefCell;
+use std::ffi::CString;
+use std::os::raw::c_char;
+
+thread_local! {
+    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+}
+
+pub(crate) fn set_last_error(message: String) {
+    let c = CString::new(message.replace('\0', " ")).unwrap_or_default();
+    LAST_ERROR.with(|e| *e.borrow_mut() = c);
+}
+
+/// The message of the last error on this thread; never NULL ("" if none yet).
+///
+/// Ownership: the library owns the string. It stays valid until the next failing
+/// `ember_` call on this thread. Do not free it.
+#[no_mangle]
+pub extern "C" fn ember_last_error() -> *const c_char {
+    static EMPTY: &[u8] = b"\0";
+    guard_value(EMPTY.as_ptr().cast(), || LAST_ERROR.with(|e| e.borrow().as_ptr()))
+}
+
+/// Copies the last error message into `buf` (NUL-terminated, cut to `cap` - 1 bytes).
+///
+/// `*out_len` (NULL is fine) receives the message's full length without the NUL.
+/// Returns `EMBER_ERR_BUFFER_TOO_SMALL` when the message was cut. `buf` may be NULL only
+/// when `cap` is 0 (to ask for the length).
+#[no_mangle]
+pub unsafe extern "C" fn ember_last_error_copy(buf: *mut c_char, cap: usize, out_len: *mut usize) -> ember_result {
+    let message = LAST_ERROR.with(|e| e.borrow().as_bytes().to_vec());
+    guard(|| {
+        if !out_len.is_null() {
+            args::write(out_len, "out_len", message.len())?;
+        }
+        if cap == 0 {
+            return if message.is_empty() { Ok(()) } else { Err(too_small(message.len())) };
+        }
+        if buf.is_null() {
+            return Err(args::null("buf"));
+        }
+        let n = message.len().min(cap - 1);
+        // SAFETY: the host promises `cap` writable bytes at `buf`.
+        unsafe {
+            std::ptr::copy_nonoverlapping(message.as_ptr(), buf.cast::<u8>(), n);
+            *buf.add(n) = 0;
+        }
+        if n < message.len() { Err(too_small(message.len())) } else { Ok(()) }
+    })
+}
+
+fn too_small(len: usize) -> Error {
+    Error::new(ErrorKind::BufferTooSmall, format!("the message needs {} bytes with its NUL", len + 1))
+}
+
+/// A stable name for a result code ("EMBER_OK", "EMBER_ERR_NULL", ...;
+/// "EMBER_ERR_UNKNOWN" for numbers this version does not know). Static; do not free.
+#[no_mangle]
+pub extern "C" fn ember_result_name(code: ember_result) -> *const c_char {
+    let name: &'static [u8] = match code {
+        0 => b"EMBER_OK\0",
+        -1 => b"EMBER_ERR_NULL\0",
+        -2 => b"EMBER_ERR_INVALID_ARG\0",
+        -3 => b"EMBER_ERR_STATE\0",
+        -4 => b"EMBER_ERR_BIND\0",
+        -5 => b"EMBER_ERR_ROUTE\0",
+        -6 => b"EMBER_ERR_ALREADY_ANSWERED\0",
+        -7 => b"EMBER_ERR_TIMED_OUT\0",
+        -8 => b"EMBER_ERR_CLIENT_GONE\0",
+        -9 => b"EMBER_ERR_INVALID_HANDLE\0",
+        -10 => b"EMBER_ERR_NOT_FOUND\0",
+        -11 => b"EMBER_ERR_BUFFER_TOO_SMALL\0",
+        -12 => b"EMBER_ERR_PANIC\0",
+        -13 => b"EMBER_ERR_RUNTIME\0",
+        _ => b"EMBER_ERR_UNKNOWN\0",
+    };
+    name.as_ptr().cast()
+}
+
+/// The library version, e.g. "0.1.0". Static; do not free.
+#[no_mangle]
+pub extern "C" fn ember_version() -> *const c_char {
+    concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()
+}
+
+/// `EMBER_ABI_VERSION` of the loaded library: compare with the header's to detect a mismatch.
+#[no_mangle]
+pub extern "C" fn ember_abi_version() -> u32 {
+    super::constants::EMBER_ABI_VERSION
+}

@@ -1,0 +1,133 @@
+//! `ember_request_*`: read a request, answer it. Handles are tokens checked on every
+//! call, so a stale or forged handle is an error code, never a crash.
+
+use super::args::{self, c_str};
+use super::boundary::guard;
+use super::types::*;
+use crate::error::{Error, ErrorKind, Result};
+use crate::registry;
+use crate::request::{RequestInfo, StrView};
+use crate::response;
+use bytes::Bytes;
+use std::os::raw::{c_char, c_void};
+
+/// Copies the request's info struct (the same one the handler received) into
+/// `*out_info`. Its views are owned by the engine and valid until the request is answered.
+#[no_mangle]
+pub unsafe extern "C" fn ember_request_get_info(req: ember_request, out_info: *mut RequestInfo) -> ember_result {
+    guard(|| {
+        if out_info.is_null() {
+            return Err(args::null("out_info"));
+        }
+        let data = registry::data(req)?;
+        args::write(out_info, "out_info", *data.info())
+    })
+}
+
+/// The first value of header `name` (ASCII case-insensitive) into `*out_value`;
+/// `EMBER_ERR_NOT_FOUND` if absent. The view is owned by the engine, valid until answered.
+#[no_mangle]
+pub unsafe extern "C" fn ember_request_header(req: ember_request, name: *const c_char, out_value: *mut StrView) -> ember_result {
+    guard(|| {
+        let name = c_str(name, "name")?;
+        if out_value.is_null() {
+            return Err(args::null("out_value"));
+        }
+        let data = registry::data(req)?;
+        let v = data.header_view(name).ok_or_else(|| not_found("header", name))?;
+        args::write(out_value, "out_value", v)
+    })
+}
+
+/// The value of route parameter `name` (percent-decoded) into `*out_value`;
+/// `EMBER_ERR_NOT_FOUND` if the route has none by that name. Owned by the engine.
+#[no_mangle]
+pub unsafe extern "C" fn ember_request_param(req: ember_request, name: *const c_char, out_value: *mut StrView) -> ember_result {
+    guard(|| {
+        let name = c_str(name, "name")?;
+        if out_value.is_null() {
+            return Err(args::null("out_value"));
+        }
+        let data = registry::data(req)?;
+        let v = data.param_view(name).ok_or_else(|| not_found("route parameter", name))?;
+        args::write(out_value, "out_value", v)
+    })
+}
+
+fn not_found(what: &str, name: &str) -> Error {
+    Error::new(ErrorKind::NotFound, format!("the request has no {what} {name:?}"))
+}
+
+/// Answers a request: `status` (200-999), `headers` as "Name: value" lines separated by
+/// "\r\n" or "\n" (NULL/0 for none), and a body. Content-Length is the engine's. Any
+/// thread, once per request. Errors: `EMBER_ERR_ALREADY_ANSWERED`, `EMBER_ERR_TIMED_OUT`,
+/// `EMBER_ERR_CLIENT_GONE`, `EMBER_ERR_INVALID_HANDLE`, `EMBER_ERR_INVALID_ARG` (then the
+/// request still waits for a correct answer).
+///
+/// Ownership: `headers` and `body` are copied before this returns.
+#[no_mangle]
+pub unsafe extern "C" fn ember_request_respond(
+    req: ember_request,
+    status: u16,
+    headers: *const c_char,
+    headers_len: usize,
+    body: *const c_void,
+    body_len: usize,
+) -> ember_result {
+    guard(|| {
+        let head = args::bytes(headers.cast(), headers_len, "headers")?;
+        let body = args::bytes(body.cast(), body_len, "body")?;
+        let answer = response::answer(status, head, Bytes::new())?;
+        let claim = registry::claim(req)?;
+        claim.send(crate::request::Answer { body: Bytes::copy_from_slice(body), ..answer })
+    })
+}
+
+/// The host's body buffer, handed back through its release callback when hyper is done.
+struct ForeignBody {
+    ptr: *const u8,
+    len: usize,
+    _release: Release,
+}
+
+// SAFETY: the host hands the buffer over for the engine's use from any thread.
+unsafe impl Send for ForeignBody {}
+unsafe impl Sync for ForeignBody {}
+
+impl AsRef<[u8]> for ForeignBody {
+    fn as_ref(&self) -> &[u8] {
+        if self.len == 0 {
+            return &[];
+        }
+        // SAFETY: checked non-NULL at construction; valid until release runs.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}
+
+/// Like `ember_request_respond`, but the body is not copied.
+///
+/// Ownership: `body` is lent until `release(release_data)` (NULL is fine) is called. It
+/// is called exactly once, from any thread, whatever this returns — on failure before
+/// this call returns. `headers` is copied.
+#[no_mangle]
+pub unsafe extern "C" fn ember_request_respond_nocopy(
+    req: ember_request,
+    status: u16,
+    headers: *const c_char,
+    headers_len: usize,
+    body: *const c_void,
+    body_len: usize,
+    release: ember_release_fn,
+    release_data: *mut c_void,
+) -> ember_result {
+    let owner = Release::new(release, UserData(release_data));
+    guard(move || {
+        let checked: Result<&[u8]> = args::bytes(body.cast(), body_len, "body");
+        let foreign = ForeignBody { ptr: body.cast(), len: if checked.is_ok() { body_len } else { 0 }, _release: owner };
+        checked?;
+        let head = args::bytes(headers.cast(), headers_len, "headers")?;
+        let answer = response::answer(status, head, Bytes::new())?;
+        let claim = registry::claim(req)?;
+        claim.send(crate::request::Answer { body: Bytes::from_owner(foreign), ..answer })
+    })
+}

@@ -1,0 +1,280 @@
+//! `ember_server_*`: create, configure, register, start, stop, free.
+//!
+//! Lifecycle: 1. `ember_server_new` 2. options and `ember_server_listen` 3. `ember_server_route`
+//! 4. `ember_server_start` 5. `ember_server_stop` 6. `ember_server_free`.
+
+use super::args::{self, c_str, non_null};
+use super::boundary::guard;
+use super::constants::*;
+use super::types::*;
+use crate::config::Dispatch;
+use crate::dispatch::Hooks;
+use crate::error::{Error, ErrorKind, Result};
+use crate::handler::{Handler, Request};
+use crate::log::{Level, Logger};
+use crate::server::Server;
+use crate::stats::Stats;
+use std::os::raw::{c_char, c_void};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// An HTTP server (opaque). Create with `ember_server_new`, free with `ember_server_free`.
+/// Every function taking it is safe to call from any thread.
+pub struct ember_server {
+    server: Arc<Server>,
+}
+
+fn get<'a>(p: *const ember_server) -> Result<&'a Arc<Server>> {
+    non_null(p, "server").map(|s| &s.server)
+}
+
+/// Creates a server with default options. `*out_server` receives it.
+///
+/// Ownership: the caller owns the server and frees it with `ember_server_free`.
+#[no_mangle]
+pub unsafe extern "C" fn ember_server_new(out_server: *mut *mut ember_server) -> ember_result {
+    guard(|| {
+        if out_server.is_null() {
+            return Err(args::null("out_server"));
+        }
+        let boxed = Box::new(ember_server { server: Arc::new(Server::new()) });
+        args::write(out_server, "out_server", Box::into_raw(boxed))
+    })
+}
+
+/// Stops the server if it runs (as `ember_server_stop(server, 0)`: what is in flight is
+/// closed), runs every pending release callback, and frees it. NULL is fine (no-op).
+///
+/// Ownership: `server` is consumed and must not be used afterwards. Returns
+/// `EMBER_ERR_STATE` (and frees nothing) when called from inside one of this server's
+/// own handlers: stop it there, and free it from another thread.
+#[no_mangle]
+pub unsafe extern "C" fn ember_server_free(server: *mut ember_server) -> ember_result {
+    guard(|| {
+        if server.is_null() {
+            return Ok(());
+        }
+        let s = &unsafe { &*server }.server;
+        if crate::handler::in_handler_of(s.id()) {
+            return Err(Error::new(ErrorKind::State, "ember_server_free: called from inside this server's own handler"));
+        }
+        s.stop(Duration::ZERO)?;
+        s.wait(None)?;
+        // SAFETY: `server` came from Box::into_raw in ember_server_new; the host gives it up here.
+        drop(unsafe { Box::from_raw(server) });
+        Ok(())
+    })
+}
+
+/// Adds a listen address ("127.0.0.1:8080", "0.0.0.0:80", "[::1]:0"); may be called several
+/// times. Port 0 picks a free port: read it with `ember_server_port` after start.
+/// Before start only. `address` is copied.
+#[no_mangle]
+pub unsafe extern "C" fn ember_server_listen(server: *mut ember_server, address: *const c_char) -> ember_result {
+    guard(|| get(server)?.listen(c_str(address, "address")?))
+}
+
+/// Number of I/O worker threads (0 = one per core, the default). Before start only.
+#[no_mangle]
+pub unsafe extern "C" fn ember_server_set_workers(server: *mut ember_server, workers: u32) -> ember_result {
+    guard(|| get(server)?.set_workers(workers as usize))
+}
+
+/// `EMBER_DISPATCH_POOL` (default) or `EMBER_DISPATCH_INLINE`. Before start only.
+#[no_mangle]
+pub unsafe extern "C" fn ember_server_set_dispatch(server: *mut ember_server, mode: i32) -> ember_result {
+    guard(|| {
+        let dispatch = match mode {
+            EMBER_DISPATCH_INLINE => Dispatch::Inline,
+            EMBER_DISPATCH_POOL => Dispatch::Pool,
+            _ => return Err(Error::new(ErrorKind::InvalidArg, format!("dispatch mode {mode} is unknown"))),
+        };
+        get(server)?.set_dispatch(dispatch)
+    })
+}
+
+/// Callback threads in pool mode (0 = default: 4 per core, at least 8). Before start only.
+#[no_mangle]
+pub unsafe extern "C" fn ember_server_set_pool_threads(server: *mut ember_server, threads: u32) -> ember_result {
+    guard(|| get(server)?.set_pool_threads(threads as usize))
+}
+
+/// Sets one limit (`EMBER_LIMIT_*`). Sizes must be > 0 (header bytes ≥ 1024); timeouts in
+/// ms, 0 = off. Before start only.
+#[no_mangle]
+pub unsafe extern "C" fn ember_server_set_limit(server: *mut ember_server, limit: i32, value: u64) -> ember_result {
+    guard(|| {
+        let s = get(server)?;
+        let ms = Duration::from_millis(value);
+        let positive = |name: &str, min: u64| -> Result<u64> {
+            if value < min {
+                Err(Error::new(ErrorKind::InvalidArg, format!("{name} must be at least {min}, got {value}")))
+            } else {
+                Ok(value)
+            }
+        };
+        let small = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+        match limit {
+            EMBER_LIMIT_MAX_HEADER_BYTES => {
+                let v = small(positive("max header bytes", 1024)?);
+                s.set_limits(|l| Ok(l.max_header_bytes = v))
+            }
+            EMBER_LIMIT_MAX_HEADERS => {
+                let v = small(positive("max headers", 1)?);
+                s.set_limits(|l| Ok(l.max_headers = v))
+            }
+            EMBER_LIMIT_MAX_BODY_BYTES => {
+                let v = positive("max body bytes", 1)?.min(isize::MAX as u64);
+                s.set_limits(|l| Ok(l.max_body_bytes = v))
+            }
+            EMBER_LIMIT_HEADER_TIMEOUT_MS => s.set_limits(|l| Ok(l.header_timeout = ms)),
+            EMBER_LIMIT_IDLE_TIMEOUT_MS => s.set_limits(|l| Ok(l.idle_timeout = ms)),
+            EMBER_LIMIT_MAX_CONNECTIONS => {
+                let v = small(positive("max connections", 1)?).min(1 << 24);
+                s.set_limits(|l| Ok(l.max_connections = v))
+            }
+            EMBER_LIMIT_HANDLER_TIMEOUT_MS => s.set_limits(|l| Ok(l.handler_timeout = ms)),
+            _ => Err(Error::new(ErrorKind::InvalidArg, format!("limit {limit} is unknown"))),
+        }
+    })
+}
+
+/// Sends the engine's log lines up to `min_level` (`EMBER_LOG_*`) to `log`; NULL `log`
+/// restores the default (warnings and errors to stderr). Before start only.
+///
+/// Ownership: `user_data` stays the caller's; it must stay valid until
+/// `ember_server_free` returns.
+#[no_mangle]
+pub unsafe extern "C" fn ember_server_set_log(server: *mut ember_server, log: ember_log_fn, user_data: *mut c_void, min_level: i32) -> ember_result {
+    guard(|| {
+        let level = match min_level {
+            ..=1 => Level::Error,
+            2 => Level::Warn,
+            3 => Level::Info,
+            _ => Level::Debug,
+        };
+        let ud = UserData(user_data);
+        let sink = log.map(|f| -> crate::log::LogSink {
+            Arc::new(move |level: Level, msg: &str| {
+                let ud = ud;
+                // SAFETY: the host's callback with its own pointer and a valid message.
+                unsafe { f(ud.0, level as i32, msg.as_ptr().cast(), msg.len()) }
+            })
+        });
+        get(server)?.set_logger(Logger::new(sink, level))
+    })
+}
+
+/// Hooks called on every engine thread that may run host callbacks (I/O workers and
+/// pool threads), when it starts and before it ends. Either may be NULL. Before start only.
+///
+/// Ownership: `user_data` stays the caller's; valid until `ember_server_free` returns.
+#[no_mangle]
+pub unsafe extern "C" fn ember_server_set_thread_hooks(
+    server: *mut ember_server,
+    on_start: ember_thread_fn,
+    on_stop: ember_thread_fn,
+    user_data: *mut c_void,
+) -> ember_result {
+    guard(|| {
+        let ud = UserData(user_data);
+        let hook = |f: ember_thread_fn| {
+            f.map(|f| -> crate::dispatch::ThreadHook {
+                Arc::new(move || {
+                    let ud = ud;
+                    // SAFETY: the host's callback with its own pointer.
+                    unsafe { f(ud.0) }
+                })
+            })
+        };
+        get(server)?.set_hooks(Hooks { on_start: hook(on_start), on_stop: hook(on_stop) })
+    })
+}
+
+/// Registers a handler for `method` ("GET", "POST", ...; NULL or "*" = any method) and
+/// `pattern` ("/users/{id}", "/files/{*rest}"). HEAD requests use the GET handler when
+/// no HEAD one is registered. Before start only. Strings are copied.
+///
+/// Ownership: on success the engine holds `user_data` and calls `release` (NULL is fine)
+/// exactly once when it no longer needs it: after stop, or at free. On failure nothing
+/// is taken and `release` is not called.
+#[no_mangle]
+pub unsafe extern "C" fn ember_server_route(
+    server: *mut ember_server,
+    method: *const c_char,
+    pattern: *const c_char,
+    handler: ember_handler_fn,
+    user_data: *mut c_void,
+    release: ember_release_fn,
+) -> ember_result {
+    guard(|| {
+        let s = get(server)?;
+        let method = if method.is_null() { "*" } else { c_str(method, "method")? };
+        let method = match method {
+            "*" => None,
+            m => Some(http::Method::from_bytes(m.as_bytes()).map_err(|_| {
+                Error::new(ErrorKind::InvalidArg, format!("method {m:?} is not an HTTP method token"))
+            })?),
+        };
+        let pattern = c_str(pattern, "pattern")?;
+        let f = handler.ok_or_else(|| args::null("handler"))?;
+        let release = Arc::new(Release::new(release, UserData(user_data)));
+        let owned = release.clone();
+        let host: Handler = Arc::new(move |req: &Request| {
+            let ud = owned.user_data;
+            // SAFETY: the host's callback, its pointer, and an info struct that outlives the call.
+            unsafe { f(ud.0, req.id(), req.data().info()) }
+        });
+        s.route(method, pattern, host).inspect_err(|_| release.disarm())
+    })
+}
+
+/// Binds every listen address and starts serving; returns once listening. A bind failure
+/// ("address in use") returns `EMBER_ERR_BIND` with the address in the message.
+#[no_mangle]
+pub unsafe extern "C" fn ember_server_start(server: *mut ember_server) -> ember_result {
+    guard(|| get(server)?.start())
+}
+
+/// The bound port of the `index`-th `ember_server_listen` address (0-based), after start.
+#[no_mangle]
+pub unsafe extern "C" fn ember_server_port(server: *const ember_server, index: usize, out_port: *mut u16) -> ember_result {
+    guard(|| {
+        let s = get(server)?;
+        if out_port.is_null() {
+            return Err(args::null("out_port"));
+        }
+        args::write(out_port, "out_port", s.port(index)?)
+    })
+}
+
+/// Graceful stop: stop accepting, let in-flight requests finish, close idle keep-alive
+/// connections, force-close what is left after `timeout_ms`. Idempotent. When it returns,
+/// no handler runs any more and every route's release callback has been called.
+///
+/// From inside one of this server's handlers it only starts the shutdown and returns
+/// `EMBER_OK` at once; another thread can block in `ember_server_wait`.
+#[no_mangle]
+pub unsafe extern "C" fn ember_server_stop(server: *mut ember_server, timeout_ms: u32) -> ember_result {
+    guard(|| get(server)?.stop(Duration::from_millis(timeout_ms as u64)))
+}
+
+/// Blocks until the server has stopped (`EMBER_OK`) or `timeout_ms` passes
+/// (`EMBER_ERR_TIMED_OUT`). `EMBER_WAIT_FOREVER` waits without a limit. Not from inside
+/// one of its own handlers (`EMBER_ERR_STATE`).
+#[no_mangle]
+pub unsafe extern "C" fn ember_server_wait(server: *mut ember_server, timeout_ms: u32) -> ember_result {
+    guard(|| {
+        let timeout = (timeout_ms != EMBER_WAIT_FOREVER).then(|| Duration::from_millis(timeout_ms as u64));
+        get(server)?.wait(timeout)
+    })
+}
+
+/// Copies the server's counters into `*out_stats`. Any time, any thread.
+#[no_mangle]
+pub unsafe extern "C" fn ember_server_stats(server: *const ember_server, out_stats: *mut Stats) -> ember_result {
+    guard(|| {
+        let s = get(server)?;
+        args::write(out_stats, "out_stats", s.stats())
+    })
+}

@@ -1,0 +1,200 @@
+//! The table of requests waiting for an answer. A handle is a token, not a pointer:
+//! (generation << 32) | (shard << 24) | index. A handle that was answered, timed out, or
+//! whose client left is recognised as such; one whose slot was reused is "invalid". No
+//! path through here can touch freed memory, whatever integer the host passes.
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::request::{Answer, RequestData};
+use parking_lot::Mutex;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use tokio::sync::oneshot;
+
+const SHARDS: usize = 16;
+const INDEX_BITS: u32 = 24;
+/// Finished slots wait this long in the free queue before reuse, so a late second answer
+/// still gets a precise error instead of "invalid handle".
+const REUSE_AFTER: usize = 1024;
+
+enum State {
+    Pending { tx: Option<oneshot::Sender<Answer>>, data: Option<Arc<RequestData>> },
+    Answered,
+    TimedOut,
+    Gone,
+}
+
+struct Slot {
+    generation: u32,
+    state: State,
+}
+
+#[derive(Default)]
+struct Shard {
+    slots: Vec<Slot>,
+    free: VecDeque<u32>,
+}
+
+struct Table {
+    shards: Vec<Mutex<Shard>>,
+    next: AtomicUsize,
+}
+
+static TABLE: once_cell::sync::Lazy<Table> = once_cell::sync::Lazy::new(|| Table {
+    shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+    next: AtomicUsize::new(0),
+});
+
+fn split(id: u64) -> Option<(usize, usize, u32)> {
+    let generation = (id >> 32) as u32;
+    let shard = ((id >> INDEX_BITS) & 0xff) as usize;
+    let index = (id & ((1 << INDEX_BITS) - 1)) as usize;
+    (generation != 0 && shard < SHARDS).then_some((shard, index, generation))
+}
+
+fn invalid(id: u64) -> Error {
+    Error::new(ErrorKind::InvalidHandle, format!("request handle {id:#x} is not one this library issued or is too old"))
+}
+
+/// Reserves a slot; the answer will arrive on the returned receiver.
+pub(crate) fn begin() -> (u64, oneshot::Receiver<Answer>) {
+    let (tx, rx) = oneshot::channel();
+    let shard_no = TABLE.next.fetch_add(1, Ordering::Relaxed) % SHARDS;
+    let mut shard = TABLE.shards[shard_no].lock();
+    let state = State::Pending { tx: Some(tx), data: None };
+    let index = if shard.free.len() > REUSE_AFTER || shard.slots.len() >= (1 << INDEX_BITS) {
+        let index = shard.free.pop_front().expect("free queue is not empty");
+        let slot = &mut shard.slots[index as usize];
+        slot.generation = slot.generation.wrapping_add(1).max(1);
+        slot.state = state;
+        index
+    } else {
+        shard.slots.push(Slot { generation: 1, state });
+        (shard.slots.len() - 1) as u32
+    };
+    let generation = shard.slots[index as usize].generation;
+    ((generation as u64) << 32 | (shard_no as u64) << INDEX_BITS | index as u64, rx)
+}
+
+/// Makes the request's data readable through its handle.
+pub(crate) fn attach(id: u64, request: Arc<RequestData>) {
+    with_slot(id, |slot| {
+        if let State::Pending { data, .. } = &mut slot.state {
+            *data = Some(request);
+        }
+        Ok(())
+    })
+    .ok();
+}
+
+fn with_slot<T>(id: u64, f: impl FnOnce(&mut Slot) -> Result<T>) -> Result<T> {
+    let (shard, index, generation) = split(id).ok_or_else(|| invalid(id))?;
+    let mut guard = TABLE.shards[shard].lock();
+    match guard.slots.get_mut(index) {
+        Some(slot) if slot.generation == generation => f(slot),
+        _ => Err(invalid(id)),
+    }
+}
+
+fn not_pending(id: u64, state: &State) -> Error {
+    match state {
+        State::Answered => Error::new(ErrorKind::AlreadyAnswered, format!("request {id:#x} was already answered")),
+        State::TimedOut => Error::new(ErrorKind::TimedOut, format!("request {id:#x} was already answered by the handler timeout")),
+        _ => Error::new(ErrorKind::ClientGone, format!("request {id:#x}: the client disconnected or the server stopped")),
+    }
+}
+
+/// The request's data while it is still waiting for its answer.
+pub(crate) fn data(id: u64) -> Result<Arc<RequestData>> {
+    with_slot(id, |slot| match &slot.state {
+        State::Pending { data: Some(d), .. } => Ok(d.clone()),
+        state => Err(not_pending(id, state)),
+    })
+}
+
+/// True while the request still waits for an answer.
+pub(crate) fn is_pending(id: u64) -> bool {
+    with_slot(id, |slot| Ok(matches!(slot.state, State::Pending { .. }))).unwrap_or(false)
+}
+
+fn retire(id: u64, new_state: State) -> Result<oneshot::Sender<Answer>> {
+    let (shard, index, _) = split(id).ok_or_else(|| invalid(id))?;
+    let tx = with_slot(id, |slot| match std::mem::replace(&mut slot.state, new_state) {
+        State::Pending { tx, .. } => Ok(tx),
+        old => {
+            let err = not_pending(id, &old);
+            slot.state = old;
+            Err(err)
+        }
+    })?;
+    TABLE.shards[shard].lock().free.push_back(index as u32);
+    tx.ok_or_else(|| invalid(id))
+}
+
+/// Takes the right to answer: after this, every other answer is refused.
+pub(crate) fn claim(id: u64) -> Result<Claim> {
+    Ok(Claim { id, tx: retire(id, State::Answered)? })
+}
+
+/// The one answer a request may still receive.
+pub(crate) struct Claim {
+    id: u64,
+    tx: oneshot::Sender<Answer>,
+}
+
+impl Claim {
+    pub fn send(self, answer: Answer) -> Result<()> {
+        let id = self.id;
+        self.tx.send(answer).map_err(|_| not_pending(id, &State::Gone))
+    }
+}
+
+/// Delivers the host's answer. Exactly one answer per request gets through.
+pub(crate) fn answer(id: u64, answer: Answer) -> Result<()> {
+    claim(id)?.send(answer)
+}
+
+/// Ends a request the host did not answer: `timed_out` or the client went away.
+/// Returns false if the host's answer won the race.
+pub(crate) fn expire(id: u64, timed_out: bool) -> bool {
+    retire(id, if timed_out { State::TimedOut } else { State::Gone }).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    fn ok() -> Answer {
+        Answer { status: 200, headers: http::HeaderMap::new(), body: Bytes::new() }
+    }
+
+    #[test]
+    fn second_answer_is_refused_and_first_is_delivered() {
+        let (id, mut rx) = begin();
+        assert_ne!(id, 0);
+        answer(id, ok()).unwrap();
+        assert_eq!(answer(id, ok()).unwrap_err().kind, ErrorKind::AlreadyAnswered);
+        assert_eq!(rx.try_recv().unwrap().status, 200);
+    }
+
+    #[test]
+    fn answer_after_timeout_or_departure_names_the_reason() {
+        let (a, _rx) = begin();
+        assert!(expire(a, true));
+        assert_eq!(answer(a, ok()).unwrap_err().kind, ErrorKind::TimedOut);
+        let (b, rx) = begin();
+        drop(rx);
+        assert!(expire(b, false));
+        assert_eq!(answer(b, ok()).unwrap_err().kind, ErrorKind::ClientGone);
+        assert!(!expire(b, true));
+    }
+
+    #[test]
+    fn garbage_handles_are_invalid_not_crashes() {
+        for id in [0u64, 1, u64::MAX, 0xdead_beef_0000_0001, 1 << 32 | 0xff << 24] {
+            assert_eq!(answer(id, ok()).unwrap_err().kind, ErrorKind::InvalidHandle);
+            assert!(data(id).is_err());
+        }
+    }
+}

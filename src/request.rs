@@ -1,0 +1,196 @@
+//! The request as the host sees it: one owned block of text plus a C-layout info
+//! struct of views into it, built once so a host reads everything without further calls.
+
+use bytes::Bytes;
+use http::HeaderMap;
+use std::os::raw::c_char;
+
+/// A borrowed view: pointer + length, not NUL-terminated. `ptr` may be NULL when `len` is 0.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct StrView {
+    pub ptr: *const c_char,
+    pub len: usize,
+}
+
+impl StrView {
+    pub const EMPTY: StrView = StrView { ptr: std::ptr::null(), len: 0 };
+
+    pub fn of(bytes: &[u8]) -> StrView {
+        StrView { ptr: bytes.as_ptr().cast(), len: bytes.len() }
+    }
+}
+
+/// One header or route parameter: name and value views.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct HeaderView {
+    /// Lower-case for headers.
+    pub name: StrView,
+    pub value: StrView,
+}
+
+/// Everything a handler usually needs, in one struct. All views are owned by the engine
+/// and stay valid until the request is answered, and at least until the handler
+/// callback returns; copy what you need before answering later from another thread.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct RequestInfo {
+    /// The request's handle (same as the handler's `req` argument).
+    pub id: u64,
+    /// e.g. "GET".
+    pub method: StrView,
+    /// As sent (percent-encoded), without the query.
+    pub path: StrView,
+    /// Raw, without the '?'; empty if none.
+    pub query: StrView,
+    /// The whole buffered body (any bytes, may contain NUL).
+    pub body: StrView,
+    /// The peer, e.g. "127.0.0.1:53412" or "[::1]:53412".
+    pub remote_addr: StrView,
+    /// The matched route pattern, e.g. "/users/{id}".
+    pub route: StrView,
+    /// `header_count` headers in arrival order; names lower-case, values raw bytes.
+    pub headers: *const HeaderView,
+    pub header_count: usize,
+    /// `param_count` route parameters; values percent-decoded.
+    pub params: *const HeaderView,
+    pub param_count: usize,
+    /// 10, 11 or 20.
+    pub http_version: u32,
+}
+
+/// The host's answer, validated and ready for hyper.
+pub struct Answer {
+    pub status: u16,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+/// Owned request contents. The views in `info` point into `text`, `body` and the two
+/// view vectors, all heap blocks that never move or change after construction.
+pub struct RequestData {
+    _text: Box<[u8]>,
+    body: Bytes,
+    headers: Vec<HeaderView>,
+    params: Vec<HeaderView>,
+    info: RequestInfo,
+}
+
+// SAFETY: the raw pointers only point into this struct's own immutable heap blocks.
+unsafe impl Send for RequestData {}
+unsafe impl Sync for RequestData {}
+
+/// The parts a request is built from.
+pub struct Parts<'a> {
+    pub id: u64,
+    pub method: &'a str,
+    pub path: &'a str,
+    pub query: &'a str,
+    pub remote_addr: &'a str,
+    pub route: &'a str,
+    pub headers: &'a HeaderMap,
+    pub params: &'a [(String, String)],
+    pub body: Bytes,
+    pub http_version: u32,
+}
+
+type Span = (usize, usize);
+
+struct Text(Vec<u8>);
+
+impl Text {
+    fn push(&mut self, s: &[u8]) -> Span {
+        let start = self.0.len();
+        self.0.extend_from_slice(s);
+        (start, s.len())
+    }
+}
+
+impl RequestData {
+    pub fn new(p: Parts<'_>) -> RequestData {
+        let mut t = Text(Vec::with_capacity(256));
+        let method = t.push(p.method.as_bytes());
+        let path = t.push(p.path.as_bytes());
+        let query = t.push(p.query.as_bytes());
+        let remote = t.push(p.remote_addr.as_bytes());
+        let route = t.push(p.route.as_bytes());
+        let header_spans: Vec<(Span, Span)> =
+            p.headers.iter().map(|(k, v)| (t.push(k.as_str().as_bytes()), t.push(v.as_bytes()))).collect();
+        let param_spans: Vec<(Span, Span)> =
+            p.params.iter().map(|(k, v)| (t.push(k.as_bytes()), t.push(v.as_bytes()))).collect();
+        let text = t.0.into_boxed_slice();
+        let view = |(start, len): Span| StrView::of(&text[start..start + len]);
+        let pair = |(k, v): &(Span, Span)| HeaderView { name: view(*k), value: view(*v) };
+        let headers: Vec<HeaderView> = header_spans.iter().map(pair).collect();
+        let params: Vec<HeaderView> = param_spans.iter().map(pair).collect();
+        let info = RequestInfo {
+            id: p.id,
+            method: view(method),
+            path: view(path),
+            query: view(query),
+            body: StrView::of(&p.body),
+            remote_addr: view(remote),
+            route: view(route),
+            headers: if headers.is_empty() { std::ptr::null() } else { headers.as_ptr() },
+            header_count: headers.len(),
+            params: if params.is_empty() { std::ptr::null() } else { params.as_ptr() },
+            param_count: params.len(),
+            http_version: p.http_version,
+        };
+        RequestData { _text: text, body: p.body, headers, params, info }
+    }
+
+    pub fn info(&self) -> &RequestInfo {
+        &self.info
+    }
+
+    pub fn body(&self) -> &Bytes {
+        &self.body
+    }
+
+    fn slice(&self, v: StrView) -> &[u8] {
+        if v.len == 0 {
+            return &[];
+        }
+        // SAFETY: every view in this struct points into memory this struct owns.
+        unsafe { std::slice::from_raw_parts(v.ptr.cast(), v.len) }
+    }
+
+    pub fn str(&self, v: StrView) -> &str {
+        std::str::from_utf8(self.slice(v)).unwrap_or("")
+    }
+
+    pub fn method(&self) -> &str {
+        self.str(self.info.method)
+    }
+
+    pub fn path(&self) -> &str {
+        self.str(self.info.path)
+    }
+
+    pub fn query(&self) -> &str {
+        self.str(self.info.query)
+    }
+
+    pub fn remote_addr(&self) -> &str {
+        self.str(self.info.remote_addr)
+    }
+
+    /// First header with this name (ASCII case-insensitive).
+    pub fn header_view(&self, name: &str) -> Option<StrView> {
+        self.headers.iter().find(|h| self.slice(h.name).eq_ignore_ascii_case(name.as_bytes())).map(|h| h.value)
+    }
+
+    pub fn header(&self, name: &str) -> Option<&[u8]> {
+        self.header_view(name).map(|v| self.slice(v))
+    }
+
+    pub fn param_view(&self, name: &str) -> Option<StrView> {
+        self.params.iter().find(|h| self.slice(h.name) == name.as_bytes()).map(|h| h.value)
+    }
+
+    pub fn param(&self, name: &str) -> Option<&str> {
+        self.param_view(name).map(|v| self.str(v))
+    }
+}

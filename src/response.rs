@@ -1,0 +1,98 @@
+//! Turning the host's answer (status, a block of header lines, a body) into a checked
+//! `Answer`, and the engine's own canned answers.
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::request::Answer;
+use bytes::Bytes;
+use http::header::{HeaderName, HeaderValue, CONNECTION, CONTENT_LENGTH, TRANSFER_ENCODING};
+use http::HeaderMap;
+
+/// Parses "Name: value" lines separated by CRLF or LF. Content-Length and
+/// Transfer-Encoding are the engine's business and are dropped.
+pub fn parse_header_block(block: &[u8]) -> Result<HeaderMap> {
+    let mut map = HeaderMap::new();
+    for raw in block.split(|b| *b == b'\n') {
+        let line = raw.strip_suffix(b"\r").unwrap_or(raw);
+        if line.is_empty() {
+            continue;
+        }
+        let colon = line.iter().position(|b| *b == b':').ok_or_else(|| bad_line(line, "has no ':'"))?;
+        let name = HeaderName::from_bytes(&line[..colon]).map_err(|_| bad_line(line, "has an invalid name"))?;
+        let value = trim(&line[colon + 1..]);
+        let value = HeaderValue::from_bytes(value).map_err(|_| bad_line(line, "has an invalid value"))?;
+        if name == CONTENT_LENGTH || name == TRANSFER_ENCODING {
+            continue;
+        }
+        map.append(name, value);
+    }
+    Ok(map)
+}
+
+fn trim(mut v: &[u8]) -> &[u8] {
+    while let [b' ' | b'\t', rest @ ..] = v {
+        v = rest;
+    }
+    while let [rest @ .., b' ' | b'\t'] = v {
+        v = rest;
+    }
+    v
+}
+
+fn bad_line(line: &[u8], why: &str) -> Error {
+    Error::new(ErrorKind::InvalidArg, format!("response header line {:?} {why}", String::from_utf8_lossy(line)))
+}
+
+/// Validates a host-chosen status: a final status, 200..=999 (1xx cannot end a request).
+pub fn check_status(status: u16) -> Result<()> {
+    if (200..=999).contains(&status) {
+        Ok(())
+    } else {
+        Err(Error::new(ErrorKind::InvalidArg, format!("status {status} is not a final HTTP status (200-999)")))
+    }
+}
+
+pub fn answer(status: u16, header_block: &[u8], body: Bytes) -> Result<Answer> {
+    check_status(status)?;
+    Ok(Answer { status, headers: parse_header_block(header_block)?, body })
+}
+
+/// A short plain-text answer the engine gives on its own (404, 413, 503 ...).
+pub fn canned(status: u16, close: bool) -> Answer {
+    let mut headers = HeaderMap::new();
+    headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    if close {
+        headers.insert(CONNECTION, HeaderValue::from_static("close"));
+    }
+    let reason = http::StatusCode::from_u16(status).ok().and_then(|s| s.canonical_reason()).unwrap_or("Error");
+    Answer { status, headers, body: Bytes::from(format!("{status} {reason}\n")) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_block_accepts_crlf_and_lf_and_drops_framing_headers() {
+        let m = parse_header_block(b"Content-Type: text/plain\r\nX-A:  1 \nContent-Length: 99\r\n").unwrap();
+        assert_eq!(m["content-type"], "text/plain");
+        assert_eq!(m["x-a"], "1");
+        assert!(m.get("content-length").is_none());
+    }
+
+    #[test]
+    fn bad_header_lines_are_rejected_with_the_line_named() {
+        let e = parse_header_block(b"NoColon\r\n").unwrap_err();
+        assert_eq!(e.kind, ErrorKind::InvalidArg);
+        assert!(e.message.contains("NoColon"));
+        assert!(parse_header_block(b"Bad Name: x\r\n").is_err());
+        assert!(parse_header_block(b"X: a\x00b\r\n").is_err());
+    }
+
+    #[test]
+    fn informational_and_out_of_range_statuses_are_refused() {
+        assert!(check_status(200).is_ok());
+        assert!(check_status(599).is_ok());
+        assert!(check_status(100).is_err());
+        assert!(check_status(1000).is_err());
+    }
+}

@@ -1,0 +1,173 @@
+//! Method + path routing: `{name}` parameters and a trailing `{*rest}` wildcard.
+//! 404 and 405 (with `Allow`) are decided here so every host gets them the same.
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::handler::Handler;
+use http::Method;
+
+struct PathEntry {
+    pattern: String,
+    any: Option<Handler>,
+    methods: Vec<(Method, Handler)>,
+}
+
+/// What a request resolved to.
+pub enum Match<'a> {
+    Found { handler: &'a Handler, route: &'a str, params: Vec<(String, String)> },
+    MethodNotAllowed { allow: String },
+    NotFound,
+}
+
+#[derive(Default)]
+pub struct Router {
+    paths: matchit::Router<usize>,
+    entries: Vec<PathEntry>,
+}
+
+impl Router {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// `method` None means any method.
+    pub fn add(&mut self, method: Option<Method>, pattern: &str, handler: Handler) -> Result<()> {
+        if !pattern.starts_with('/') {
+            return Err(Error::new(ErrorKind::Route, format!("route pattern {pattern:?} must start with '/'")));
+        }
+        let index = match self.entries.iter().position(|e| e.pattern == pattern) {
+            Some(i) => i,
+            None => {
+                self.paths
+                    .insert(pattern, self.entries.len())
+                    .map_err(|e| Error::new(ErrorKind::Route, format!("route pattern {pattern:?}: {e}")))?;
+                self.entries.push(PathEntry { pattern: pattern.to_owned(), any: None, methods: Vec::new() });
+                self.entries.len() - 1
+            }
+        };
+        let entry = &mut self.entries[index];
+        let taken = match &method {
+            None => entry.any.is_some(),
+            Some(m) => entry.methods.iter().any(|(x, _)| x == m),
+        };
+        if taken {
+            let name = method.as_ref().map_or("any method", |m| m.as_str());
+            return Err(Error::new(ErrorKind::Route, format!("route {name} {pattern} is already registered")));
+        }
+        match method {
+            None => entry.any = Some(handler),
+            Some(m) => entry.methods.push((m, handler)),
+        }
+        Ok(())
+    }
+
+    pub fn find(&self, method: &Method, path: &str) -> Match<'_> {
+        let Ok(found) = self.paths.at(path) else { return Match::NotFound };
+        let entry = &self.entries[*found.value];
+        let by_method = |m: &Method| entry.methods.iter().find(|(x, _)| x == m).map(|(_, h)| h);
+        let handler = by_method(method)
+            .or_else(|| if *method == Method::HEAD { by_method(&Method::GET) } else { None })
+            .or(entry.any.as_ref());
+        match handler {
+            Some(handler) => {
+                let params = found.params.iter().map(|(k, v)| (k.to_owned(), percent_decode(v))).collect();
+                Match::Found { handler, route: &entry.pattern, params }
+            }
+            None => Match::MethodNotAllowed { allow: allow_list(entry) },
+        }
+    }
+
+    /// Drops every handler, which runs each registration's release callback.
+    pub fn clear(&mut self) {
+        self.entries.clear();
+        self.paths = matchit::Router::new();
+    }
+}
+
+fn allow_list(entry: &PathEntry) -> String {
+    let mut names: Vec<&str> = entry.methods.iter().map(|(m, _)| m.as_str()).collect();
+    if names.contains(&"GET") && !names.contains(&"HEAD") {
+        names.push("HEAD");
+    }
+    names.join(", ")
+}
+
+/// Decodes %XX escapes; a result that is not UTF-8 keeps the raw text so nothing is lost.
+pub fn percent_decode(raw: &str) -> String {
+    if !raw.contains('%') {
+        return raw.to_owned();
+    }
+    let bytes = raw.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = |b: u8| (b as char).to_digit(16);
+            if let (Some(h), Some(l)) = (bytes.get(i + 1).and_then(|b| hex(*b)), bytes.get(i + 2).and_then(|b| hex(*b))) {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8(out).unwrap_or_else(|_| raw.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn h() -> Handler {
+        Arc::new(|_req| {})
+    }
+
+    #[test]
+    fn params_and_wildcard_are_captured_and_decoded() {
+        let mut r = Router::new();
+        r.add(Some(Method::GET), "/users/{id}", h()).unwrap();
+        r.add(None, "/files/{*rest}", h()).unwrap();
+        match r.find(&Method::GET, "/users/j%C3%BCrgen") {
+            Match::Found { params, route, .. } => {
+                assert_eq!(route, "/users/{id}");
+                assert_eq!(params, vec![("id".to_string(), "jürgen".to_string())]);
+            }
+            _ => panic!("expected a match"),
+        }
+        match r.find(&Method::DELETE, "/files/a/b.txt") {
+            Match::Found { params, .. } => assert_eq!(params[0].1, "a/b.txt"),
+            _ => panic!("expected a match"),
+        }
+    }
+
+    #[test]
+    fn unknown_path_is_not_found_and_wrong_method_lists_allow() {
+        let mut r = Router::new();
+        r.add(Some(Method::GET), "/", h()).unwrap();
+        r.add(Some(Method::POST), "/", h()).unwrap();
+        assert!(matches!(r.find(&Method::GET, "/nope"), Match::NotFound));
+        match r.find(&Method::DELETE, "/") {
+            Match::MethodNotAllowed { allow } => assert_eq!(allow, "GET, POST, HEAD"),
+            _ => panic!("expected 405"),
+        }
+        assert!(matches!(r.find(&Method::HEAD, "/"), Match::Found { .. }));
+    }
+
+    #[test]
+    fn duplicate_and_malformed_routes_are_rejected() {
+        let mut r = Router::new();
+        r.add(Some(Method::GET), "/a", h()).unwrap();
+        assert_eq!(r.add(Some(Method::GET), "/a", h()).unwrap_err().kind, ErrorKind::Route);
+        assert_eq!(r.add(None, "no-slash", h()).unwrap_err().kind, ErrorKind::Route);
+        assert_eq!(r.add(None, "/x/{*rest}/y", h()).unwrap_err().kind, ErrorKind::Route);
+    }
+
+    #[test]
+    fn percent_decode_keeps_invalid_sequences() {
+        assert_eq!(percent_decode("a%20b"), "a b");
+        assert_eq!(percent_decode("100%"), "100%");
+        assert_eq!(percent_decode("%zz"), "%zz");
+        assert_eq!(percent_decode("%FF"), "%FF");
+    }
+}

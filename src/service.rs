@@ -1,0 +1,144 @@
+//! One request: limits, routing, handing it to the host, waiting for the answer.
+
+use crate::conn::ConnState;
+use crate::dispatch::Job;
+use crate::handler::{self, Request};
+use crate::registry;
+use crate::request::{Answer, Parts, RequestData};
+use crate::response::canned;
+use crate::router::Match;
+use crate::server::{Run, Target};
+use bytes::Bytes;
+use http::header::{HeaderValue, ALLOW, CONNECTION, CONTENT_LENGTH};
+use http::{Method, Version};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use std::convert::Infallible;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use tokio::sync::oneshot;
+
+type Resp = http::Response<Full<Bytes>>;
+
+pub(crate) async fn handle(run: Arc<Run>, conn: Arc<ConnState>, req: http::Request<Incoming>) -> Result<Resp, Infallible> {
+    let _in_flight = conn.request_started();
+    run.counters.requests.fetch_add(1, Relaxed);
+    let head_only = req.method() == Method::HEAD;
+    let is_h2 = req.version() == Version::HTTP_2;
+    let answer = answer(&run, &conn, req).await;
+    run.counters.status(answer.status);
+    Ok(to_response(answer, head_only, is_h2))
+}
+
+async fn answer(run: &Arc<Run>, conn: &ConnState, req: http::Request<Incoming>) -> Answer {
+    let (parts, body) = req.into_parts();
+    let (handler, route, params) = match run.router.find(&parts.method, parts.uri.path()) {
+        Match::Found { handler, route, params } => (handler.clone(), route, params),
+        Match::NotFound => return canned(404, false),
+        Match::MethodNotAllowed { allow } => {
+            let mut a = canned(405, false);
+            if let Ok(v) = HeaderValue::from_str(&allow) {
+                a.headers.insert(ALLOW, v);
+            }
+            return a;
+        }
+    };
+    let max = run.limits.max_body_bytes;
+    let declared = parts.headers.get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > max) {
+        // Refuse before reading; closing keeps the unread body from being taken as a request.
+        return canned(413, true);
+    }
+    let body = match Limited::new(body, max as usize).collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => return canned(413, true),
+        Err(_) => return canned(400, true),
+    };
+    let (id, rx) = registry::begin();
+    let pending = Pending(id);
+    let data = Arc::new(RequestData::new(Parts {
+        id,
+        method: parts.method.as_str(),
+        path: parts.uri.path(),
+        query: parts.uri.query().unwrap_or(""),
+        remote_addr: &conn.remote,
+        route,
+        headers: &parts.headers,
+        params: &params,
+        body,
+        http_version: match parts.version {
+            Version::HTTP_10 => 10,
+            Version::HTTP_2 => 20,
+            _ => 11,
+        },
+    }));
+    registry::attach(id, data.clone());
+    let request = Request { data };
+    run.counters.active_requests.fetch_add(1, Relaxed);
+    let _active = ActiveRequest(run.clone());
+    match &run.target {
+        Target::Inline => handler::invoke(run.server_id, &handler, &request, &run.log),
+        Target::Pool(tx) => {
+            if tx.send(Job { handler, request }).is_err() {
+                return canned(503, true);
+            }
+        }
+    }
+    wait(run, pending, rx).await
+}
+
+async fn wait(run: &Run, pending: Pending, mut rx: oneshot::Receiver<Answer>) -> Answer {
+    if let Ok(a) = rx.try_recv() {
+        return a;
+    }
+    let limit = run.limits.handler_timeout;
+    let outcome = if limit.is_zero() {
+        (&mut rx).await.ok()
+    } else {
+        match tokio::time::timeout(limit, &mut rx).await {
+            Ok(r) => r.ok(),
+            Err(_) if registry::expire(pending.0, true) => {
+                run.log.warn(&format!("request {:#x}: no answer within {} ms, answered 503", pending.0, limit.as_millis()));
+                None
+            }
+            Err(_) => rx.try_recv().ok(),
+        }
+    };
+    outcome.unwrap_or_else(|| canned(503, false))
+}
+
+/// Ends the request in the registry if this future is dropped first (client gone, stop).
+struct Pending(u64);
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        registry::expire(self.0, false);
+    }
+}
+
+struct ActiveRequest(Arc<Run>);
+
+impl Drop for ActiveRequest {
+    fn drop(&mut self) {
+        self.0.counters.active_requests.fetch_sub(1, Relaxed);
+    }
+}
+
+fn to_response(answer: Answer, head_only: bool, is_h2: bool) -> Resp {
+    let Answer { status, mut headers, body } = answer;
+    if is_h2 {
+        // Connection-specific headers are forbidden in HTTP/2 (RFC 9113 §8.2.2).
+        headers.remove(CONNECTION);
+    }
+    let body = if head_only {
+        // HTTP/2 would send a HEAD body as given; the length still tells the client the size.
+        headers.insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
+        Bytes::new()
+    } else {
+        body
+    };
+    let mut resp = http::Response::new(Full::new(body));
+    *resp.status_mut() = http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
+    *resp.headers_mut() = headers;
+    resp
+}
