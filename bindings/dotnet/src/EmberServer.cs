@@ -1,0 +1,298 @@
+using System;
+using System.Collections.Generic;
+using System.Threading.Tasks;
+using Ember.Interop;
+
+namespace Ember
+{
+    /// <summary>
+    /// An HTTP server inside this process. Map routes, then Start; Stop (or Dispose) ends it.
+    /// A stopped server can be started again (each Start creates a fresh native server with the
+    /// routes mapped so far). Thread-safe: Start/Stop/Dispose may be called from any thread,
+    /// Stop/Dispose also from inside a handler.
+    /// <code>
+    /// using (var server = new EmberServer())
+    /// {
+    ///     server.MapGet("/hello/{name}", ctx => ctx.Response.Text("hi " + ctx.Request.GetRouteValue("name")));
+    ///     int port = server.Start(8080);
+    ///     Console.ReadLine();
+    /// }
+    /// </code>
+    /// </summary>
+    public sealed class EmberServer : IDisposable
+    {
+        readonly object _gate = new object();
+        readonly EmberOptions _options;
+        readonly List<RouteEntry> _routes = new List<RouteEntry>();
+        NativeInstance _running;
+        int[] _ports = new int[0];
+        bool _disposed;
+
+        public EmberServer() : this(new EmberOptions()) { }
+
+        public EmberServer(EmberOptions options)
+        {
+            if (options == null) throw new ArgumentNullException("options");
+            _options = options;
+            ShutdownHook.Ensure();
+        }
+
+        /// <summary>The options read at each Start.</summary>
+        public EmberOptions Options { get { return _options; } }
+
+        /// <summary>
+        /// A handler threw (its client got a 500) or an answer was refused by the engine. Raised on
+        /// the thread that ran the handler; exceptions thrown by subscribers are swallowed.
+        /// </summary>
+        public event EventHandler<EmberErrorEventArgs> Error;
+
+        /// <summary>Engine log lines (at or above Options.LogLevel) and binding messages, from
+        /// any thread; a handler exception is also logged here (Level Error, with Exception).</summary>
+        public event EventHandler<EmberLogEventArgs> Log;
+
+        /// <summary>The engine's version string.</summary>
+        public static string NativeVersion { get { return Utf8.FromCString(NativeMethods.ember_version()); } }
+
+        /// <summary>The engine's ABI version (EMBER_ABI_VERSION).</summary>
+        public static uint NativeAbiVersion { get { return NativeMethods.ember_abi_version(); } }
+
+        // ---------------- routes ----------------
+
+        /// <summary>Maps a synchronous handler. method: "GET", "POST", ..., or null / "*" for any.
+        /// Pattern: "/users/{id}", "/files/{*rest}". Before Start only.</summary>
+        public EmberServer Map(string method, string pattern, Action<EmberContext> handler)
+        {
+            if (handler == null) throw new ArgumentNullException("handler");
+            return Add(method, pattern, handler, null);
+        }
+
+        /// <summary>Maps an async handler: it is answered when its Task completes, and holds no
+        /// engine thread while it awaits.</summary>
+        public EmberServer Map(string method, string pattern, Func<EmberContext, Task> handler)
+        {
+            if (handler == null) throw new ArgumentNullException("handler");
+            return Add(method, pattern, null, handler);
+        }
+
+        public EmberServer MapGet(string pattern, Action<EmberContext> handler) { return Map("GET", pattern, handler); }
+        public EmberServer MapGet(string pattern, Func<EmberContext, Task> handler) { return Map("GET", pattern, handler); }
+        public EmberServer MapPost(string pattern, Action<EmberContext> handler) { return Map("POST", pattern, handler); }
+        public EmberServer MapPost(string pattern, Func<EmberContext, Task> handler) { return Map("POST", pattern, handler); }
+        public EmberServer MapPut(string pattern, Action<EmberContext> handler) { return Map("PUT", pattern, handler); }
+        public EmberServer MapPut(string pattern, Func<EmberContext, Task> handler) { return Map("PUT", pattern, handler); }
+        public EmberServer MapDelete(string pattern, Action<EmberContext> handler) { return Map("DELETE", pattern, handler); }
+        public EmberServer MapDelete(string pattern, Func<EmberContext, Task> handler) { return Map("DELETE", pattern, handler); }
+        public EmberServer MapAny(string pattern, Action<EmberContext> handler) { return Map(null, pattern, handler); }
+        public EmberServer MapAny(string pattern, Func<EmberContext, Task> handler) { return Map(null, pattern, handler); }
+
+        EmberServer Add(string method, string pattern, Action<EmberContext> sync, Func<EmberContext, Task> async)
+        {
+            if (pattern == null) throw new ArgumentNullException("pattern");
+            if (method == "*") method = null;
+            lock (_gate)
+            {
+                CheckNotDisposed();
+                if (_running != null) throw new InvalidOperationException("Map routes before Start (or after Stop).");
+                _routes.Add(new RouteEntry { Method = method, Pattern = pattern, Sync = sync, Async = async });
+            }
+            return this;
+        }
+
+        // ---------------- lifecycle ----------------
+
+        /// <summary>Listens on Options.Host:port (port 0 picks a free one) and returns the bound port.</summary>
+        public int Start(int port)
+        {
+            if (port < 0 || port > 65535) throw new ArgumentOutOfRangeException("port");
+            string host = _options.Host ?? "127.0.0.1";
+            string addr = (host.IndexOf(':') >= 0 && !host.StartsWith("[", StringComparison.Ordinal) ? "[" + host + "]" : host) + ":" + port;
+            StartOn(new[] { addr });
+            return _ports[0];
+        }
+
+        /// <summary>Listens on every address in Options.ListenAddresses.</summary>
+        public void Start()
+        {
+            var addrs = new List<string>(_options.ListenAddresses);
+            if (addrs.Count == 0) throw new InvalidOperationException("Options.ListenAddresses is empty; use Start(port).");
+            StartOn(addrs.ToArray());
+        }
+
+        void StartOn(string[] addresses)
+        {
+            lock (_gate)
+            {
+                CheckNotDisposed();
+                if (_running != null) throw new InvalidOperationException("The server is already running.");
+                if (ShutdownHook.ProcessExiting) throw new InvalidOperationException("The process is exiting.");
+                EmberServerHandle h;
+                Native.Check(NativeMethods.ember_server_new(out h), "ember_server_new");
+                var inst = new NativeInstance(this, _routes.ToArray(), h);
+                try
+                {
+                    Configure(inst, addresses);
+                    for (int i = 0; i < inst.Routes.Length; i++) inst.Register(i);
+                    Native.Check(NativeMethods.ember_server_start(h), "ember_server_start");
+                    var ports = new int[addresses.Length];
+                    for (int i = 0; i < ports.Length; i++)
+                    {
+                        ushort p;
+                        Native.Check(NativeMethods.ember_server_port(h, (UIntPtr)(uint)i, out p), "ember_server_port");
+                        ports[i] = p;
+                    }
+                    _ports = ports;
+                }
+                catch
+                {
+                    inst.StopAndFree(0);
+                    throw;
+                }
+                _running = inst;
+            }
+        }
+
+        void Configure(NativeInstance inst, string[] addresses)
+        {
+            EmberServerHandle h = inst.Handle;
+            EmberOptions o = _options;
+            foreach (string a in addresses)
+                Native.Check(NativeMethods.ember_server_listen(h, Utf8.Z(a)), "ember_server_listen(" + a + ")");
+            if (o.Workers < 0 || o.PoolThreads < 0) throw new ArgumentOutOfRangeException("options", "Workers/PoolThreads must be >= 0");
+            Native.Check(NativeMethods.ember_server_set_workers(h, (uint)o.Workers), "ember_server_set_workers");
+            Native.Check(NativeMethods.ember_server_set_dispatch(h, (int)o.Dispatch), "ember_server_set_dispatch");
+            Native.Check(NativeMethods.ember_server_set_pool_threads(h, (uint)o.PoolThreads), "ember_server_set_pool_threads");
+            if (o.MaxBodyBytes.HasValue) Limit(h, NativeMethods.EMBER_LIMIT_MAX_BODY_BYTES, o.MaxBodyBytes.Value);
+            if (o.MaxHeaderBytes.HasValue) Limit(h, NativeMethods.EMBER_LIMIT_MAX_HEADER_BYTES, o.MaxHeaderBytes.Value);
+            if (o.MaxHeaders.HasValue) Limit(h, NativeMethods.EMBER_LIMIT_MAX_HEADERS, o.MaxHeaders.Value);
+            if (o.HeaderTimeout.HasValue) Limit(h, NativeMethods.EMBER_LIMIT_HEADER_TIMEOUT_MS, Ms(o.HeaderTimeout.Value));
+            if (o.IdleTimeout.HasValue) Limit(h, NativeMethods.EMBER_LIMIT_IDLE_TIMEOUT_MS, Ms(o.IdleTimeout.Value));
+            if (o.HandlerTimeout.HasValue) Limit(h, NativeMethods.EMBER_LIMIT_HANDLER_TIMEOUT_MS, Ms(o.HandlerTimeout.Value));
+            if (o.MaxConnections.HasValue) Limit(h, NativeMethods.EMBER_LIMIT_MAX_CONNECTIONS, o.MaxConnections.Value);
+            Native.Check(NativeMethods.ember_server_set_log(h, inst.LogThunk, IntPtr.Zero, (int)o.LogLevel), "ember_server_set_log");
+        }
+
+        static void Limit(EmberServerHandle h, int limit, long value)
+        {
+            if (value < 0) throw new ArgumentOutOfRangeException("options", "limits must be >= 0");
+            Native.Check(NativeMethods.ember_server_set_limit(h, limit, (ulong)value), "ember_server_set_limit(" + limit + ")");
+        }
+
+        static long Ms(TimeSpan t)
+        {
+            if (t < TimeSpan.Zero) throw new ArgumentOutOfRangeException("options", "timeouts must be >= 0");
+            return (long)Math.Ceiling(t.TotalMilliseconds);
+        }
+
+        static uint TimeoutMs(TimeSpan t)
+        {
+            if (t <= TimeSpan.Zero) return 0;
+            double ms = Math.Ceiling(t.TotalMilliseconds);
+            return ms >= uint.MaxValue - 1 ? uint.MaxValue - 1 : (uint)ms;
+        }
+
+        /// <summary>True between Start and Stop.</summary>
+        public bool IsRunning { get { lock (_gate) return _running != null; } }
+
+        /// <summary>The first bound port (0 before the first Start).</summary>
+        public int Port { get { var p = _ports; return p.Length > 0 ? p[0] : 0; } }
+
+        /// <summary>Bound ports, one per listen address, in order.</summary>
+        public IReadOnlyList<int> Ports { get { return (int[])_ports.Clone(); } }
+
+        /// <summary>Stops gracefully, waiting up to 5 s for in-flight requests.</summary>
+        public void Stop() { Stop(TimeSpan.FromSeconds(5)); }
+
+        /// <summary>
+        /// Stops accepting, lets in-flight requests finish for up to <paramref name="timeout"/>,
+        /// then force-closes the rest. When it returns no handler runs any more (except async
+        /// handlers still awaiting: their late answers are dropped quietly). From inside a handler
+        /// it starts the stop and returns at once; the rest happens on a pool thread. Idempotent.
+        /// </summary>
+        public void Stop(TimeSpan timeout)
+        {
+            NativeInstance inst;
+            lock (_gate)
+            {
+                inst = _running;
+                _running = null;
+            }
+            if (inst == null) return;
+            if (inst.IsCurrentHandlerThread) inst.StopFromHandler(TimeoutMs(timeout));
+            else inst.StopAndFree(TimeoutMs(timeout));
+        }
+
+        /// <summary>Stops (force-closing after Options.DisposeTimeout, default at once) and
+        /// releases everything. Safe without Stop, twice, and from inside a handler.</summary>
+        public void Dispose()
+        {
+            lock (_gate)
+            {
+                if (_disposed) return;
+                _disposed = true;
+            }
+            Stop(_options.DisposeTimeout);
+        }
+
+        /// <summary>Engine counters of the running server (null when not running).</summary>
+        public EmberStats GetStats()
+        {
+            NativeInstance inst;
+            lock (_gate) inst = _running;
+            if (inst == null) return null;
+            EmberStatsNative s;
+            try
+            {
+                Native.Check(NativeMethods.ember_server_stats(inst.Handle, out s), "ember_server_stats");
+            }
+            catch (ObjectDisposedException) { return null; }
+            return new EmberStats
+            {
+                Requests = (long)s.Requests,
+                Responses1xx = (long)s.Responses1xx,
+                Responses2xx = (long)s.Responses2xx,
+                Responses3xx = (long)s.Responses3xx,
+                Responses4xx = (long)s.Responses4xx,
+                Responses5xx = (long)s.Responses5xx,
+                ActiveConnections = (long)s.ActiveConnections,
+                TotalConnections = (long)s.TotalConnections,
+                ActiveRequests = (long)s.ActiveRequests,
+                BytesRead = (long)s.BytesRead,
+                BytesWritten = (long)s.BytesWritten,
+            };
+        }
+
+        void CheckNotDisposed()
+        {
+            if (_disposed) throw new ObjectDisposedException("EmberServer");
+        }
+
+        /// <summary>Process exit: force-stop without waiting (handlers are cut off).</summary>
+        internal void StopForExit()
+        {
+            lock (_gate) _disposed = true;
+            Stop(TimeSpan.Zero);
+        }
+
+        // ---------------- events ----------------
+
+        internal void RaiseError(Exception ex, string method, string path)
+        {
+            var onError = Error;
+            if (onError != null)
+            {
+                try { onError(this, new EmberErrorEventArgs(ex, method, path)); }
+                catch { }
+            }
+            RaiseLog(EmberLogLevel.Error,
+                "handler failed" + (method != null ? " (" + method + " " + path + ")" : string.Empty) + ": " + ex.Message, ex);
+        }
+
+        internal void RaiseLog(EmberLogLevel level, string message, Exception ex)
+        {
+            var onLog = Log;
+            if (onLog == null) return;
+            try { onLog(this, new EmberLogEventArgs(level, message, ex)); }
+            catch { }
+        }
+    }
+}
