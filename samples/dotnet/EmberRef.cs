@@ -1,0 +1,197 @@
+// The Ember reference app for .NET (contract: tests/REFERENCE_APP.md).
+// Usage: mono EmberRef.exe [port]   (default 8080; 0 picks a free port and prints it)
+// Env: EMBER_DISPATCH=inline|pool (default pool), EMBER_WORKERS=N (default 0 = cores).
+// Stops gracefully on SIGTERM / SIGINT (Ctrl+C) with exit code 0.
+using System;
+using System.Collections.Generic;
+using System.Globalization;
+using System.Reflection;
+using System.Text;
+using System.Threading;
+using System.Threading.Tasks;
+using Ember;
+
+static class EmberRef
+{
+    static readonly byte[] HelloBody = Encoding.UTF8.GetBytes("{\"code\": 1, \"msg\": \"Hello WebAPI\"}");
+    const string Json = "application/json";
+    const int SlowMaxMs = 600000;
+
+    static int Main(string[] args)
+    {
+        int port = 8080;
+        if (args.Length > 1 || (args.Length == 1 && !TryParse(args[0], 65535, out port)))
+        {
+            Console.Error.WriteLine("usage: EmberRef.exe [port]");
+            return 2;
+        }
+        var options = new EmberOptions
+        {
+            MaxBodyBytes = 1048576,
+            HeaderTimeout = TimeSpan.FromMilliseconds(1000),
+            IdleTimeout = TimeSpan.FromMilliseconds(5000),
+            HandlerTimeout = TimeSpan.FromMilliseconds(3000),
+            MaxHeaderBytes = 16384,
+            MaxHeaders = 100,
+            LogLevel = EmberLogLevel.Info,
+        };
+        string dispatch = Environment.GetEnvironmentVariable("EMBER_DISPATCH");
+        if (dispatch == "inline") options.Dispatch = EmberDispatch.Inline;
+        else if (dispatch != null && dispatch != "pool")
+        {
+            Console.Error.WriteLine("EMBER_DISPATCH must be inline or pool");
+            return 2;
+        }
+        string workers = Environment.GetEnvironmentVariable("EMBER_WORKERS");
+        if (workers != null)
+        {
+            int w;
+            if (!TryParse(workers, 1024, out w)) { Console.Error.WriteLine("EMBER_WORKERS must be 0..1024"); return 2; }
+            options.Workers = w;
+        }
+
+        using (var server = new EmberServer(options))
+        {
+            server.Log += (s, e) => Console.Error.WriteLine("ember [" + e.Level.ToString().ToLowerInvariant() + "] " + e.Message);
+            Map(server);
+            int bound;
+            try
+            {
+                bound = server.Start(port);
+            }
+            catch (EmberException e)
+            {
+                Console.Error.WriteLine("EmberRef: " + e.Message);
+                return 1;
+            }
+            Console.Out.WriteLine("listening on http://127.0.0.1:" + bound);
+            Console.Out.Flush();
+
+            string why = WaitForStopSignal();
+            Console.Error.WriteLine("EmberRef: " + why + ", stopping");
+            server.Stop(TimeSpan.FromSeconds(5));
+        }
+        return 0;
+    }
+
+    static void Map(EmberServer server)
+    {
+        server.MapGet("/", ctx => ctx.Response.Bytes(HelloBody, Json));
+
+        server.MapGet("/users/{id}", ctx =>
+            ctx.Response.Json("{\"id\": " + Quote(ctx.Request.GetRouteValue("id")) + "}"));
+
+        server.MapPost("/echo", ctx =>
+            ctx.Response.Bytes(ctx.Request.Body, ctx.Request.ContentType ?? "application/octet-stream"));
+
+        server.MapGet("/inspect", ctx =>
+        {
+            EmberRequest r = ctx.Request;
+            var sb = new StringBuilder(512);
+            sb.Append("{\"method\": ").Append(Quote(r.Method));
+            sb.Append(", \"path\": ").Append(Quote(r.Path));
+            sb.Append(", \"query\": ").Append(Quote(r.RawQuery));
+            sb.Append(", \"headers\": {");
+            // One member per name, repeated values joined with ", " in arrival order.
+            var order = new List<string>();
+            var joined = new Dictionary<string, string>(StringComparer.Ordinal);
+            foreach (KeyValuePair<string, string> h in r.HeaderList)
+            {
+                string prev;
+                if (joined.TryGetValue(h.Key, out prev)) joined[h.Key] = prev + ", " + h.Value;
+                else { joined[h.Key] = h.Value; order.Add(h.Key); }
+            }
+            for (int i = 0; i < order.Count; i++)
+            {
+                if (i > 0) sb.Append(", ");
+                sb.Append(Quote(order[i])).Append(": ").Append(Quote(joined[order[i]]));
+            }
+            sb.Append("}, \"remote_addr\": ").Append(Quote(r.RemoteAddress)).Append('}');
+            ctx.Response.Json(sb.ToString());
+        });
+
+        // Returns at its first await without answering; a timer thread answers later.
+        server.MapGet("/slow", async ctx =>
+        {
+            int ms;
+            if (!TryParse(ctx.Request.Query["ms"], SlowMaxMs, out ms))
+            {
+                ctx.Response.Json("{\"error\": \"expected ms=0..600000\"}", 400);
+                return;
+            }
+            if (ms > 0) await Task.Delay(ms).ConfigureAwait(false);
+            ctx.Response.Json("{\"slept_ms\": " + ms.ToString(CultureInfo.InvariantCulture) + "}");
+        });
+
+        // Throws: the binding answers 500, raises Error/Log, and the server keeps serving.
+        server.MapGet("/fail", ctx =>
+        {
+            throw new InvalidOperationException("this handler always fails");
+        });
+    }
+
+    static bool TryParse(string s, int max, out int value)
+    {
+        value = 0;
+        if (string.IsNullOrEmpty(s) || s.Length > 9) return false;
+        foreach (char c in s) if (c < '0' || c > '9') return false;
+        value = int.Parse(s, NumberStyles.None, CultureInfo.InvariantCulture);
+        return value <= max;
+    }
+
+    /// <summary>A JSON string literal (control characters and DEL escaped, as the C app does).</summary>
+    static string Quote(string s)
+    {
+        if (s == null) s = string.Empty;
+        var sb = new StringBuilder(s.Length + 2);
+        sb.Append('"');
+        foreach (char c in s)
+        {
+            switch (c)
+            {
+                case '"': sb.Append("\\\""); break;
+                case '\\': sb.Append("\\\\"); break;
+                case '\n': sb.Append("\\n"); break;
+                case '\r': sb.Append("\\r"); break;
+                case '\t': sb.Append("\\t"); break;
+                default:
+                    if (c < 0x20 || c == 0x7f) sb.Append("\\u").Append(((int)c).ToString("x4", CultureInfo.InvariantCulture));
+                    else sb.Append(c);
+                    break;
+            }
+        }
+        return sb.Append('"').ToString();
+    }
+
+    /// <summary>
+    /// Blocks until SIGTERM or SIGINT. Under Mono, Mono.Unix.UnixSignal (Mono.Posix) is used
+    /// through reflection, so this file also builds for .NET Framework on Windows, where
+    /// Ctrl+C (Console.CancelKeyPress) is the stop signal.
+    /// </summary>
+    static string WaitForStopSignal()
+    {
+        var stop = new ManualResetEvent(false);
+        string why = "stop requested";
+        Console.CancelKeyPress += (s, e) => { e.Cancel = true; why = "Ctrl+C"; stop.Set(); };
+        const string posix = ", Mono.Posix, Version=4.0.0.0, Culture=neutral, PublicKeyToken=0738eb9f132ed756";
+        Type unixSignal = Type.GetType("Mono.Unix.UnixSignal" + posix, false);
+        Type signum = Type.GetType("Mono.Unix.Native.Signum" + posix, false);
+        if (unixSignal != null && signum != null)
+        {
+            Array signals = Array.CreateInstance(unixSignal, 2);
+            signals.SetValue(Activator.CreateInstance(unixSignal, Enum.Parse(signum, "SIGTERM")), 0);
+            signals.SetValue(Activator.CreateInstance(unixSignal, Enum.Parse(signum, "SIGINT")), 1);
+            MethodInfo waitAny = unixSignal.GetMethod("WaitAny", new[] { signals.GetType() });
+            var t = new Thread(() =>
+            {
+                int i = (int)waitAny.Invoke(null, new object[] { signals });
+                why = i == 0 ? "SIGTERM" : "SIGINT";
+                stop.Set();
+            });
+            t.IsBackground = true;
+            t.Start();
+        }
+        stop.WaitOne();
+        return why;
+    }
+}
