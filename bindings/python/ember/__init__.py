@@ -1,0 +1,37 @@
+"""Ember for Python: an in-process HTTP server on the Ember engine (Rust, via ctypes).
+
+    import ember
+
+    app = ember.Server()
+
+    @app.get("/users/{id}")
+    def user(req: ember.Request):
+        return {"id": req.params["id"]}
+
+    app.run(8080)
+"""
+
+from ._lib import candidates as library_candidates
+from .errors import EmberError
+from .request import Deferred, Headers, Request
+from .response import Response
+from .server import Server
+
+__all__ = ["Server", "Request", "Response", "Headers", "Deferred", "EmberError",
+           "engine_version", "abi_version", "library_candidates"]
+
+__version__ = "0.1.0"
+
+
+def engine_version() -> str:
+    """The loaded engine's version string."""
+    from ._lib import lib
+
+    return lib.ember_version().decode("ascii", "replace")
+
+
+def abi_version() -> int:
+    """The loaded engine's ABI version (``EMBER_ABI_VERSION``)."""
+    from ._lib import lib
+
+    return lib.ember_abi_version()

@@ -1,0 +1,95 @@
+"""Runs ``async def`` handlers on an asyncio loop and answers them from that loop.
+
+The engine's callback only schedules the coroutine and returns at once (the request is
+answered later through the deferred path), so a slow coroutine never holds an engine
+thread. The loop is the binding's own, in a daemon thread, unless the user gives one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any, Callable
+
+from .request import Request
+from .response import answer, fail
+
+
+class LoopRunner:
+    """One asyncio loop that runs the coroutines of one server."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        self._given = loop
+        self.loop: asyncio.AbstractEventLoop | None = loop
+        self.thread: threading.Thread | None = None
+        # The loop only keeps weak references to tasks; these keep running ones alive.
+        self._tasks: set[asyncio.Task] = set()
+
+    @property
+    def thread_ident(self) -> int | None:
+        return self.thread.ident if self.thread else None
+
+    def start(self) -> None:
+        if self._given is not None or self.thread is not None:
+            return
+        loop = asyncio.new_event_loop()
+        ready = threading.Event()
+
+        def run() -> None:
+            asyncio.set_event_loop(loop)
+            loop.call_soon(ready.set)
+            loop.run_forever()
+
+        self.loop = loop
+        self.thread = threading.Thread(target=run, name="ember-asyncio", daemon=True)
+        self.thread.start()
+        ready.wait()
+
+    def submit(self, fn: Callable[[Request], Any] | None, request: Request, awaitable: Any = None) -> None:
+        """Schedules ``fn(request)`` (or an awaitable already made) from any thread."""
+        self.loop.call_soon_threadsafe(self._spawn, fn, request, awaitable)
+
+    def _spawn(self, fn: Callable | None, request: Request, awaitable: Any) -> None:
+        try:
+            aw = awaitable if awaitable is not None else fn(request)
+            task = self.loop.create_task(self._run(aw, request))
+        except BaseException:
+            fail(request.handle, request)
+            return
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    @staticmethod
+    async def _run(aw: Any, request: Request) -> None:
+        try:
+            result = await aw
+        except asyncio.CancelledError:
+            # Only cancelled when the server has shut down: nobody is left to answer.
+            return
+        except BaseException:
+            fail(request.handle, request)
+            return
+        if result is None and request._deferred is not None:
+            return
+        answer(request.handle, result, request)
+
+    def stop(self) -> None:
+        """Cancels what is still running and ends the loop thread (own loop only)."""
+        loop, thread = self.loop, self.thread
+        if thread is None or loop is None or loop.is_closed():
+            return
+
+        async def shutdown() -> None:
+            tasks = list(self._tasks)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            loop.stop()
+
+        asyncio.run_coroutine_threadsafe(shutdown(), loop)
+        if threading.get_ident() != thread.ident:
+            thread.join(5)
+            if not thread.is_alive():
+                loop.close()
+        self.thread = None
+        self.loop = None

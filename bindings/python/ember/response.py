@@ -1,0 +1,182 @@
+"""Responses, and turning whatever a handler returned into one engine call.
+
+The engine takes status, headers and body in one ``ember_request_respond`` call, with
+the headers as one ``"Name: value\\r\\n"`` block. A ``Response`` builds that block once,
+when it is created, so a prebuilt ``Response`` returned by many requests costs nothing
+but the call itself.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any, Union
+
+from . import _lib
+
+log = logging.getLogger("ember")
+
+_respond = _lib.lib.ember_request_respond
+
+# Outcomes of a late answer that are nobody's fault: the engine already sent 503/504 for a
+# timeout, the client left, or the server stopped. They are dropped quietly.
+_QUIET = frozenset((_lib.ERR_ALREADY_ANSWERED, _lib.ERR_TIMED_OUT, _lib.ERR_CLIENT_GONE,
+                    _lib.ERR_INVALID_HANDLE))
+
+HeadersLike = Union[Mapping[str, str], Iterable[tuple[str, str]], None]
+
+_FORBIDDEN = ("\r", "\n", "\0")
+
+
+def _dumps(obj: Any) -> bytes:
+    return json.dumps(obj, ensure_ascii=False).encode("utf-8")
+
+
+def _head(headers: HeadersLike, content_type: str | None) -> bytes:
+    items = list(headers.items() if isinstance(headers, Mapping) else headers or ())
+    if content_type is not None:
+        items = [(k, v) for k, v in items if k.lower() != "content-type"]
+        items.insert(0, ("Content-Type", content_type))
+    lines = []
+    for name, value in items:
+        name, value = str(name), str(value)
+        # A CR or LF here would let a value forge extra headers or a second response.
+        if not name or ":" in name or " " in name or any(c in name or c in value for c in _FORBIDDEN):
+            raise ValueError(f"ember: invalid header {name!r}: {value!r}")
+        lines.append(f"{name}: {value}\r\n")
+    return "".join(lines).encode("utf-8")
+
+
+class Response:
+    """An HTTP response: ``Response(body, status=200, headers=None, content_type=None)``.
+
+    ``body`` may be ``bytes`` (default type ``application/octet-stream``), ``str``
+    (UTF-8, ``text/plain; charset=utf-8``), a ``dict``/``list`` (JSON,
+    ``application/json``) or ``None`` (empty). ``headers`` is a mapping or a list of
+    ``(name, value)`` pairs (repeat a name to send it twice). Content-Length is the
+    engine's. A Response is immutable, so one instance may answer many requests.
+    """
+
+    __slots__ = ("status", "body", "_head")
+
+    def __init__(self, body: Any = b"", status: int = 200, headers: HeadersLike = None,
+                 content_type: str | None = None) -> None:
+        if isinstance(body, (bytes, bytearray, memoryview)):
+            body = bytes(body)
+            default_type = "application/octet-stream" if body else None
+        elif isinstance(body, str):
+            body = body.encode("utf-8")
+            default_type = "text/plain; charset=utf-8"
+        elif body is None:
+            body, default_type = b"", None
+        elif isinstance(body, (dict, list)):
+            body = _dumps(body)
+            default_type = "application/json"
+        else:
+            raise TypeError(f"ember: cannot send a {type(body).__name__} as a body")
+        if type(status) is not int or not 100 <= status <= 999:
+            raise ValueError(f"ember: invalid status {status!r}")
+        if content_type is None and default_type is not None and not _has_type(headers):
+            content_type = default_type
+        self.status = status
+        self.body = body
+        self._head = _head(headers, content_type)
+
+    @property
+    def headers(self) -> list[tuple[str, str]]:
+        """The headers as ``(name, value)`` pairs."""
+        out = []
+        for line in self._head.decode("utf-8").split("\r\n"):
+            if line:
+                k, _, v = line.partition(": ")
+                out.append((k, v))
+        return out
+
+    def __repr__(self) -> str:
+        return f"<Response {self.status} {len(self.body)} bytes>"
+
+
+def _has_type(headers: HeadersLike) -> bool:
+    if not headers:
+        return False
+    keys = headers.keys() if isinstance(headers, Mapping) else (k for k, _ in headers)
+    return any(str(k).lower() == "content-type" for k in keys)
+
+
+_TEXT = b"Content-Type: text/plain; charset=utf-8\r\n"
+_OCTET = b"Content-Type: application/octet-stream\r\n"
+_JSON = b"Content-Type: application/json\r\n"
+
+INTERNAL_ERROR = Response("Internal Server Error", status=500)
+
+
+def encode(result: Any) -> tuple[int, bytes, bytes]:
+    """(status, header block, body) for a handler's return value; TypeError if it is
+    not one of: Response, str, bytes, dict, list, None (204), (status, body) or
+    (status, body, headers)."""
+    t = type(result)
+    if t is Response:
+        return result.status, result._head, result.body
+    if t is str:
+        return 200, _TEXT, result.encode("utf-8")
+    if t is bytes:
+        return 200, _OCTET, result
+    if t is dict or t is list:
+        return 200, _JSON, _dumps(result)
+    if result is None:
+        return 204, b"", b""
+    if t is tuple and 2 <= len(result) <= 3:
+        r = Response(result[1], result[0], result[2] if len(result) == 3 else None)
+        return r.status, r._head, r.body
+    if isinstance(result, Response):
+        return result.status, result._head, result.body
+    if isinstance(result, (str, bytes, bytearray, memoryview, dict, list)):
+        r = Response(result)
+        return r.status, r._head, r.body
+    raise TypeError(
+        f"ember: a handler returned {t.__name__}; return a Response, str, bytes, dict, "
+        "list, None or (status, body[, headers])"
+    )
+
+
+def send(handle: int, status: int, head: bytes, body: bytes) -> int:
+    """The one ABI call that answers a request; returns the ember_result."""
+    return _respond(handle, status, head, len(head), body, len(body))
+
+
+def describe(request: Any) -> str:
+    try:
+        return f"{request.method} {request.raw_path}"
+    except Exception:  # the request data may already be gone
+        return "request"
+
+
+def fail(handle: int, request: Any = None) -> bool:
+    """Logs the exception being handled and answers 500 without details."""
+    log.exception("ember: handler for %s raised", describe(request))
+    return deliver(handle, INTERNAL_ERROR.status, INTERNAL_ERROR._head, INTERNAL_ERROR.body, request)
+
+
+def deliver(handle: int, status: int, head: bytes, body: bytes, request: Any = None) -> bool:
+    rc = send(handle, status, head, body)
+    if rc == _lib.OK:
+        return True
+    if rc in _QUIET:
+        log.debug("ember: answer for %s dropped: %s", describe(request), _lib.result_name(rc))
+        return False
+    msg = _lib.last_error()
+    log.error("ember: answering %s failed: %s: %s", describe(request), _lib.result_name(rc), msg)
+    if status != 500 and rc == _lib.ERR_INVALID_ARG:
+        # The engine refused this answer (bad header or status); the client still needs one.
+        send(handle, INTERNAL_ERROR.status, INTERNAL_ERROR._head, INTERNAL_ERROR.body)
+    return False
+
+
+def answer(handle: int, result: Any, request: Any = None) -> bool:
+    """Encodes a handler's result and sends it; a result that cannot be sent answers 500."""
+    try:
+        status, head, body = encode(result)
+    except Exception:
+        return fail(handle, request)
+    return deliver(handle, status, head, body, request)

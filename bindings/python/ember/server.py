@@ -1,0 +1,521 @@
+"""The Server: routes, lifecycle, and the one C callback every request comes through.
+
+Per started server the binding registers ONE ctypes handler callback for all routes;
+the route's number is the registration's user_data, so dispatch is a list lookup. The
+ctypes callback objects (handler, release, log, thread hooks) live in a ``_Native``
+that stays referenced until ``ember_server_free`` has returned: after that the engine
+never calls back, and every route's release callback has dropped its handler.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import inspect
+import logging
+import signal
+import sys
+import threading
+import time
+from ctypes import byref, c_uint16
+from typing import Any, Callable, Iterable, Union
+
+from . import _lib
+from ._async import LoopRunner
+from .errors import EmberError, check
+from .request import Request
+from .response import _QUIET, INTERNAL_ERROR, Response, encode, fail, send
+
+log = logging.getLogger("ember")
+
+Handler = Callable[[Request], Any]
+Methods = Union[str, Iterable[str], None]
+
+L = _lib.lib
+
+# Threads the engine runs callbacks on (registered by the thread start hook). A stop
+# called on one of them must not block: it would wait for the very handler calling it.
+_engine_threads: set[int] = set()
+
+# Running servers, so that interpreter exit can stop them (see _stop_all).
+_running: set = set()
+
+_LEVELS = {
+    _lib.LOG_ERROR: logging.ERROR,
+    _lib.LOG_WARN: logging.WARNING,
+    _lib.LOG_INFO: logging.INFO,
+    _lib.LOG_DEBUG: logging.DEBUG,
+}
+
+
+def _engine_min_level() -> int:
+    level = log.getEffectiveLevel()
+    if level <= logging.DEBUG:
+        return _lib.LOG_DEBUG
+    if level <= logging.INFO:
+        return _lib.LOG_INFO
+    if level <= logging.WARNING:
+        return _lib.LOG_WARN
+    return _lib.LOG_ERROR
+
+
+def _on_log(_user_data: int, level: int, msg: int, length: int) -> None:
+    try:
+        text = _lib.string_at(msg, length).decode("utf-8", "replace") if length else ""
+        log.log(_LEVELS.get(level, logging.INFO), "%s", text)
+    except BaseException:  # nothing may escape into the engine's thread
+        pass
+
+
+_pyapi = ctypes.pythonapi
+_pyapi.PyGILState_Ensure.restype = ctypes.c_int
+_pyapi.PyGILState_Ensure.argtypes = []
+_pyapi.PyGILState_Release.restype = None
+_pyapi.PyGILState_Release.argtypes = [ctypes.c_int]
+_GIL_LOCKED = 0  # PyGILState_LOCKED
+
+
+def _on_thread_start(_user_data: int) -> None:
+    # ctypes gives a foreign thread a fresh Python thread state for every callback and
+    # deletes it afterwards. One extra, never released PyGILState_Ensure keeps this
+    # thread's state alive across callbacks, so each request skips that set-up.
+    _pyapi.PyGILState_Ensure()
+    _engine_threads.add(threading.get_ident())
+
+
+def _on_thread_stop(_user_data: int) -> None:
+    _engine_threads.discard(threading.get_ident())
+    # Undoes the extra Ensure; ctypes' own release after this call then deletes the state.
+    _pyapi.PyGILState_Release(_GIL_LOCKED)
+
+
+# Shared by every server: these never change and never hold per-server state.
+_LOG_CB = _lib.LOG_FN(_on_log)
+_THREAD_START_CB = _lib.THREAD_FN(_on_thread_start)
+_THREAD_STOP_CB = _lib.THREAD_FN(_on_thread_stop)
+
+
+class _Route:
+    __slots__ = ("method", "pattern", "fn", "is_async")
+
+    def __init__(self, method: str | None, pattern: str, fn: Handler) -> None:
+        self.method = method
+        self.pattern = pattern
+        self.fn = fn
+        self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+            getattr(fn, "__call__", None))
+
+
+def _make_dispatch(table: list, runner: LoopRunner) -> Callable[[int, int, int], None]:
+    """The function behind the server's single handler callback."""
+    getrefcount = sys.getrefcount
+    respond = _lib.lib.ember_request_respond
+    OK = _lib.OK
+    submit = runner.submit
+
+    def on_request(slot: int, handle: int, info: int) -> None:
+        request = None
+        try:
+            fn, is_async = table[slot]
+            request = Request(handle, info)
+            if is_async:
+                request._detach()
+                submit(fn, request)
+                return
+            result = fn(request)
+            # Two references are this frame's and getrefcount's own; more means the
+            # handler kept the request, which must then not point into engine memory.
+            if getrefcount(request) > 2:
+                request._detach()
+            if type(result) is not Response:
+                if result is None and request._deferred is not None:
+                    return
+                if inspect.isawaitable(result):
+                    request._detach()
+                    submit(None, request, result)
+                    return
+                status, head, body = encode(result)
+            else:
+                status, head, body = result.status, result._head, result.body
+            rc = respond(handle, status, head, len(head), body, len(body))
+            if rc != OK:
+                _respond_failed(rc, handle, status, head, body, request)
+        except BaseException:
+            try:
+                if request is not None:
+                    request._detach()
+                fail(handle, request)
+            except BaseException:
+                pass
+
+    return on_request
+
+
+def _respond_failed(rc: int, handle: int, status: int, head: bytes, body: bytes, request: Request) -> None:
+    if rc in _QUIET:
+        log.debug("ember: answer for %s dropped: %s", request, _lib.result_name(rc))
+        return
+    log.error("ember: answering %s failed: %s: %s", request, _lib.result_name(rc), _lib.last_error())
+    if rc == _lib.ERR_INVALID_ARG:
+        send(handle, INTERNAL_ERROR.status, INTERNAL_ERROR._head, INTERNAL_ERROR.body)
+
+
+class _Native:
+    """One engine server (``ember_server*``) and the callbacks it may call."""
+
+    def __init__(self, runner: LoopRunner) -> None:
+        self.ptr = ctypes.POINTER(_lib.Server)()
+        check(L.ember_server_new(byref(self.ptr)), "ember_server_new")
+        # Slot 0 stays empty so that no registration's user_data is NULL.
+        self.table: list = [None]
+        self.released = 0
+        self.handler_cb = _lib.HANDLER_FN(_make_dispatch(self.table, runner))
+        self.release_cb = _lib.RELEASE_FN(self._release)
+        self._cond = threading.Condition()
+        self._waiters = 0
+        self.closing = False
+        self.freed = False
+
+    def _release(self, slot: int) -> None:
+        try:
+            self.table[slot] = None
+            self.released += 1
+        except BaseException:
+            pass
+
+    def configure(self, workers: int, dispatch: int, pool_threads: int, limits: dict[int, int]) -> None:
+        p = self.ptr
+        check(L.ember_server_set_workers(p, workers), "ember_server_set_workers")
+        check(L.ember_server_set_dispatch(p, dispatch), "ember_server_set_dispatch")
+        check(L.ember_server_set_pool_threads(p, pool_threads), "ember_server_set_pool_threads")
+        for limit, value in limits.items():
+            check(L.ember_server_set_limit(p, limit, value), "ember_server_set_limit")
+        check(L.ember_server_set_log(p, _LOG_CB, 0, _engine_min_level()), "ember_server_set_log")
+        check(L.ember_server_set_thread_hooks(p, _THREAD_START_CB, _THREAD_STOP_CB, 0),
+              "ember_server_set_thread_hooks")
+
+    def add_route(self, route: _Route) -> None:
+        slot = len(self.table)
+        self.table.append((route.fn, route.is_async))
+        method = route.method.encode("ascii") if route.method else None
+        rc = L.ember_server_route(self.ptr, method, route.pattern.encode("utf-8"),
+                                  self.handler_cb, slot, self.release_cb)
+        if rc != _lib.OK:
+            self.table[slot] = None  # on failure the engine took nothing
+            raise EmberError(rc, _lib.last_error(), f"route {route.method or '*'} {route.pattern}")
+
+    def enter(self) -> bool:
+        """Marks a thread as using ptr (waiting); False once freeing has begun."""
+        with self._cond:
+            if self.closing:
+                return False
+            self._waiters += 1
+            return True
+
+    def leave(self) -> None:
+        with self._cond:
+            self._waiters -= 1
+            self._cond.notify_all()
+
+    def free(self) -> int:
+        with self._cond:
+            if self.closing:
+                return _lib.OK
+            self.closing = True
+            # ember_server_free must not run while another thread is inside
+            # ember_server_wait on the same pointer; waits come in short slices.
+            while self._waiters:
+                self._cond.wait()
+        rc = L.ember_server_free(self.ptr)
+        if rc == _lib.OK:
+            self.freed = True
+        else:
+            with self._cond:
+                self.closing = False
+        return rc
+
+
+def _methods(methods: Methods) -> list[str | None]:
+    if methods is None or methods == "*":
+        return [None]
+    if isinstance(methods, str):
+        methods = [methods]
+    out = [m.upper() for m in methods]
+    if not out:
+        raise ValueError("ember: no methods given")
+    return out
+
+
+def _ms(seconds: float | None) -> int:
+    return int(round(seconds * 1000))
+
+
+_LIMIT_KEYS = {
+    "max_header_bytes": (_lib.LIMIT_MAX_HEADER_BYTES, int),
+    "max_headers": (_lib.LIMIT_MAX_HEADERS, int),
+    "max_body_bytes": (_lib.LIMIT_MAX_BODY_BYTES, int),
+    "header_timeout": (_lib.LIMIT_HEADER_TIMEOUT_MS, _ms),
+    "idle_timeout": (_lib.LIMIT_IDLE_TIMEOUT_MS, _ms),
+    "max_connections": (_lib.LIMIT_MAX_CONNECTIONS, int),
+    "handler_timeout": (_lib.LIMIT_HANDLER_TIMEOUT_MS, _ms),
+}
+
+
+class Server:
+    """An HTTP server running inside this process.
+
+    ``Server(workers=0, dispatch="pool", pool_threads=0, loop=None, **limits)``
+
+    - ``workers``: engine I/O threads (0 = one per core).
+    - ``dispatch``: ``"pool"`` (default) runs handlers on a bounded pool of engine
+      threads, so a blocking handler only holds its own thread; ``"inline"`` runs them
+      on the I/O threads (fastest; handlers must not block).
+    - ``pool_threads``: size of that pool (0 = engine default).
+    - ``loop``: an asyncio loop (running in some thread) for ``async def`` handlers;
+      by default the binding runs its own loop in a daemon thread.
+    - limits (None = engine default): ``max_body_bytes`` (413), ``max_header_bytes``
+      and ``max_headers`` (431), ``max_connections``, and in seconds
+      ``header_timeout`` (408), ``idle_timeout``, ``handler_timeout`` (503); 0 turns a
+      timeout off.
+
+    Register routes with ``@app.get(path)``, ``@app.post(path)``, ``@app.route(methods,
+    path)`` before ``start()``; patterns take ``{name}`` parameters and a trailing
+    ``{*rest}``. A stopped server can be started again.
+    """
+
+    def __init__(self, *, workers: int = 0, dispatch: str = "pool", pool_threads: int = 0,
+                 loop: Any = None, **limits: float | None) -> None:
+        if dispatch not in ("pool", "inline"):
+            raise ValueError("ember: dispatch is 'pool' or 'inline'")
+        self.workers = workers
+        self.dispatch = dispatch
+        self.pool_threads = pool_threads
+        self._limits: dict[int, int] = {}
+        for key, value in limits.items():
+            if key not in _LIMIT_KEYS:
+                raise TypeError(f"ember: unknown option {key!r}")
+            if value is not None:
+                code, conv = _LIMIT_KEYS[key]
+                if value < 0:
+                    raise ValueError(f"ember: {key} must not be negative")
+                self._limits[code] = conv(value)
+        self._routes: list[_Route] = []
+        self._loop = loop
+        self._runner: LoopRunner | None = None
+        self._native: _Native | None = None
+        self._lock = threading.RLock()
+        self._stop_lock = threading.Lock()
+        self._port: int | None = None
+
+    # -- routes ----------------------------------------------------------------------
+    def add_route(self, methods: Methods, path: str, handler: Handler) -> None:
+        """Registers ``handler`` for ``path`` and each method (``None``/``"*"`` = any)."""
+        if not callable(handler):
+            raise TypeError("ember: a handler must be callable")
+        if not path.startswith("/"):
+            raise ValueError(f"ember: a route pattern starts with '/': {path!r}")
+        with self._lock:
+            if self._native is not None:
+                raise RuntimeError("ember: add routes before start() (or after stop())")
+            for m in _methods(methods):
+                self._routes.append(_Route(m, path, handler))
+
+    def route(self, methods: Methods, path: str) -> Callable[[Handler], Handler]:
+        """Decorator: ``@app.route(["GET", "HEAD"], "/x")``."""
+        def register(fn: Handler) -> Handler:
+            self.add_route(methods, path, fn)
+            return fn
+        return register
+
+    def get(self, path: str) -> Callable[[Handler], Handler]:
+        return self.route("GET", path)
+
+    def post(self, path: str) -> Callable[[Handler], Handler]:
+        return self.route("POST", path)
+
+    def put(self, path: str) -> Callable[[Handler], Handler]:
+        return self.route("PUT", path)
+
+    def delete(self, path: str) -> Callable[[Handler], Handler]:
+        return self.route("DELETE", path)
+
+    def patch(self, path: str) -> Callable[[Handler], Handler]:
+        return self.route("PATCH", path)
+
+    # -- lifecycle -------------------------------------------------------------------
+    @property
+    def running(self) -> bool:
+        return self._native is not None
+
+    @property
+    def port(self) -> int | None:
+        """The bound port while running."""
+        return self._port if self._native is not None else None
+
+    def start(self, port: int = 0, host: str = "127.0.0.1") -> int:
+        """Starts listening on ``host:port`` (0 = a free port) and returns the port.
+        Returns once the engine listens; raises EmberError (e.g. ``EMBER_ERR_BIND``)."""
+        with self._lock:
+            if self._native is not None:
+                raise RuntimeError("ember: server already running")
+            runner = LoopRunner(self._loop)
+            native = _Native(runner)
+            try:
+                native.configure(self.workers,
+                                 _lib.DISPATCH_INLINE if self.dispatch == "inline" else _lib.DISPATCH_POOL,
+                                 self.pool_threads, self._limits)
+                for r in self._routes:
+                    native.add_route(r)
+                addr = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+                check(L.ember_server_listen(native.ptr, addr.encode("ascii")), "ember_server_listen")
+                # Started before the engine so a request for a coroutine never waits for it;
+                # cheap when unused (one idle thread), and needed anyway for awaitable results.
+                runner.start()
+                check(L.ember_server_start(native.ptr), "ember_server_start")
+                out = c_uint16()
+                check(L.ember_server_port(native.ptr, 0, byref(out)), "ember_server_port")
+            except BaseException:
+                L.ember_server_stop(native.ptr, 0)
+                native.free()
+                runner.stop()
+                raise
+            self._runner = runner
+            self._native = native
+            self._port = out.value
+            _running.add(self)
+            return out.value
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stops gracefully: no new connections, in-flight requests get up to ``timeout``
+        seconds, then the rest are closed. Idempotent. Called from a handler (or from
+        any running event loop), it starts the shutdown and returns at once; ``wait()``
+        blocks until it is done."""
+        native = self._native
+        if native is None:
+            return
+        ms = max(0, _ms(timeout))
+        if self._inside_handler():
+            # The engine starts the shutdown and returns; freeing must wait for the
+            # handler calling us to finish, so it happens on a thread of its own.
+            L.ember_server_stop(native.ptr, ms)
+            threading.Thread(target=self._finish_stop, args=(native, ms),
+                             name="ember-stop", daemon=False).start()
+            return
+        self._finish_stop(native, ms)
+
+    def _inside_handler(self) -> bool:
+        ident = threading.get_ident()
+        if ident in _engine_threads:
+            return True
+        runner = self._runner
+        if runner is not None and runner.thread_ident == ident:
+            return True
+        try:
+            import asyncio
+            asyncio.get_running_loop()
+            return True
+        except RuntimeError:
+            return False
+
+    def _finish_stop(self, native: _Native, ms: int) -> None:
+        with self._stop_lock:
+            if native.freed:
+                return
+            rc = L.ember_server_stop(native.ptr, ms)
+            if rc != _lib.OK:
+                log.warning("ember: stop: %s: %s", _lib.result_name(rc), _lib.last_error())
+            rc = native.free()
+            if rc != _lib.OK:
+                log.error("ember: free: %s: %s", _lib.result_name(rc), _lib.last_error())
+                return
+            runner = self._runner
+            with self._lock:
+                if self._native is native:
+                    self._native = None
+                    self._runner = None
+                    _running.discard(self)
+            if runner is not None:
+                runner.stop()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Blocks until the server has stopped (True) or ``timeout`` seconds passed."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            native = self._native
+            if native is None:
+                return True
+            slice_ms = 200
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                slice_ms = max(1, min(slice_ms, int(left * 1000)))
+            if native.enter():
+                try:
+                    rc = L.ember_server_wait(native.ptr, slice_ms)
+                finally:
+                    native.leave()
+                if rc == _lib.OK and self._native is native:
+                    # Engine stopped; the Python side finishes in _finish_stop.
+                    time.sleep(0.01)
+            else:
+                time.sleep(0.01)
+
+    def run(self, port: int = 8080, host: str = "127.0.0.1", timeout: float = 5.0) -> None:
+        """Starts, blocks until SIGINT (Ctrl+C) or SIGTERM, then stops gracefully."""
+        if not self.running:
+            self.start(port, host)
+        stop_requested = threading.Event()
+        previous = {}
+        if threading.current_thread() is threading.main_thread():
+            def on_signal(signum: int, frame: Any) -> None:
+                stop_requested.set()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                previous[sig] = signal.signal(sig, on_signal)
+        try:
+            # Short slices: Python runs signal handlers only between them.
+            while not stop_requested.is_set():
+                if self.wait(0.2):
+                    break
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            self.stop(timeout)
+            if self._inside_handler():
+                return
+            self.wait()
+
+    def stats(self) -> dict[str, int]:
+        """Engine counters: requests, responses by class, connections, bytes."""
+        native = self._native
+        if native is None or not native.enter():
+            raise RuntimeError("ember: server not running")
+        try:
+            s = _lib.Stats()
+            check(L.ember_server_stats(native.ptr, byref(s)), "ember_server_stats")
+        finally:
+            native.leave()
+        return {name: getattr(s, name) for name, _ in _lib.Stats._fields_}
+
+    def __enter__(self) -> "Server":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        state = f"port {self._port}" if self.running else "stopped"
+        return f"<ember.Server {state}, {len(self._routes)} routes>"
+
+
+def _stop_all() -> None:
+    # At interpreter exit engine threads must stop calling into Python before the
+    # interpreter is torn down; free() joins them.
+    for server in list(_running):
+        try:
+            server.stop(timeout=2.0)
+        except BaseException:
+            pass
+
+
+atexit.register(_stop_all)
