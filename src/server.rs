@@ -188,9 +188,9 @@ impl Server {
         };
         let limits = config.limits.clone();
         let mut http1 = hyper::server::conn::http1::Builder::new();
+        // pipeline_flush stays off: with it hyper 1.12 drops its automatic 400/431 answers.
         http1
             .keep_alive(true)
-            .pipeline_flush(true)
             .header_read_timeout(None)
             .max_buf_size(limits.max_header_bytes.max(8192) * 2)
             .max_header_size(limits.max_header_bytes)
