@@ -135,7 +135,12 @@ pub(crate) async fn serve(stream: TcpStream, remote: SocketAddr, run: Arc<Run>, 
     tokio::pin!(sleep);
     loop {
         match check(&state, &run.limits) {
-            Verdict::Wait(ms) => sleep.as_mut().reset(tokio::time::Instant::now() + Duration::from_millis(ms)),
+            Verdict::Wait(ms) => {
+                // State changes (a request ends, bytes arrive) do not wake the watchdog, so it
+                // also looks again every `tick`.
+                let ms = ms.min(tick(&run.limits));
+                sleep.as_mut().reset(tokio::time::Instant::now() + Duration::from_millis(ms))
+            }
             Verdict::Close => return,
             Verdict::Timeout408 => {
                 send_raw(fd, TIMEOUT_408);
@@ -148,6 +153,16 @@ pub(crate) async fn serve(stream: TcpStream, remote: SocketAddr, run: Arc<Run>, 
             _ = &mut sleep => {}
         }
     }
+}
+
+fn tick(limits: &crate::config::Limits) -> u64 {
+    let shortest = [limits.header_timeout, limits.idle_timeout]
+        .iter()
+        .filter(|d| !d.is_zero())
+        .map(|d| d.as_millis() as u64)
+        .min()
+        .unwrap_or(4000);
+    (shortest / 4).clamp(25, 1000)
 }
 
 enum Verdict {

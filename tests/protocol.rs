@@ -2,13 +2,153 @@
 
 mod common;
 use common::*;
-use ember::Dispatch;
-use std::time::Duration;
+use ember::{Dispatch, Request};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const WAIT: Duration = Duration::from_secs(3);
+
+fn echo_server(setup: impl FnOnce(&ember::Server)) -> (Arc<ember::Server>, u16) {
+    server(Dispatch::Inline, |s| {
+        s.route(Some(http::Method::POST), "/echo", Arc::new(|r: &Request| {
+            r.respond(200, b"", r.data().body().clone()).unwrap();
+        }))
+        .unwrap();
+        setup(s);
+    })
+}
 
 #[test]
 fn malformed_request_line_gets_400() {
-    let (s, port) = server(Dispatch::Inline, |_| {});
-    let resp = exchange(port, b"GARBAGE\r\n\r\n", Duration::from_secs(3));
+    let (_s, port) = server(Dispatch::Inline, |_| {});
+    let resp = exchange(port, b"GARBAGE\r\n\r\n", WAIT);
     assert!(resp.starts_with("HTTP/1.1 400"), "got {resp:?}");
-    s.stop(Duration::from_secs(1)).unwrap();
+}
+
+#[test]
+fn differing_content_lengths_get_400() {
+    let (_s, port) = echo_server(|_| {});
+    let resp = exchange(port, b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!", WAIT);
+    assert!(resp.starts_with("HTTP/1.1 400"), "got {resp:?}");
+}
+
+#[test]
+fn content_length_with_chunked_is_read_by_chunked_and_closed_so_nothing_is_smuggled() {
+    let (_s, port) = echo_server(|_| {});
+    let req = b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 30\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: t\r\n\r\n";
+    let resp = exchange(port, req, WAIT);
+    assert!(resp.starts_with("HTTP/1.1 200"), "got {resp:?}");
+    assert!(resp.ends_with("ok"), "body read by chunked: {resp:?}");
+    assert_eq!(resp.matches("HTTP/1.1").count(), 1, "the smuggled request must not be answered: {resp:?}");
+}
+
+#[test]
+fn oversized_header_block_gets_431() {
+    let (_s, port) = server(Dispatch::Inline, |s| {
+        s.set_limits(|l| Ok(l.max_header_bytes = 4096)).unwrap();
+    });
+    let req = format!("GET / HTTP/1.1\r\nHost: t\r\nX-Big: {}\r\n\r\n", "a".repeat(6000));
+    let resp = exchange(port, req.as_bytes(), WAIT);
+    assert!(resp.starts_with("HTTP/1.1 431"), "got {resp:?}");
+}
+
+#[test]
+fn too_many_headers_get_431() {
+    let (_s, port) = server(Dispatch::Inline, |s| {
+        s.set_limits(|l| Ok(l.max_headers = 10)).unwrap();
+    });
+    let headers: String = (0..20).map(|i| format!("X-{i}: 1\r\n")).collect();
+    let resp = exchange(port, format!("GET / HTTP/1.1\r\nHost: t\r\n{headers}\r\n").as_bytes(), WAIT);
+    assert!(resp.starts_with("HTTP/1.1 431"), "got {resp:?}");
+}
+
+#[test]
+fn declared_body_over_limit_gets_413_without_being_sent() {
+    let (_s, port) = echo_server(|s| {
+        s.set_limits(|l| Ok(l.max_body_bytes = 1000)).unwrap();
+    });
+    let resp = exchange(port, b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5000\r\n\r\n", WAIT);
+    assert!(resp.starts_with("HTTP/1.1 413"), "got {resp:?}");
+    assert!(resp.contains("connection: close"));
+}
+
+#[test]
+fn chunked_body_over_limit_gets_413() {
+    let (_s, port) = echo_server(|s| {
+        s.set_limits(|l| Ok(l.max_body_bytes = 1000)).unwrap();
+    });
+    let chunk = "a".repeat(600);
+    let req = format!("POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n258\r\n{chunk}\r\n258\r\n{chunk}\r\n0\r\n\r\n");
+    let resp = exchange(port, req.as_bytes(), WAIT);
+    assert!(resp.starts_with("HTTP/1.1 413"), "got {resp:?}");
+}
+
+#[test]
+fn slow_header_gets_408_and_close() {
+    let (_s, port) = server(Dispatch::Inline, |s| {
+        s.set_limits(|l| Ok(l.header_timeout = Duration::from_millis(300))).unwrap();
+    });
+    let t = Instant::now();
+    let resp = exchange(port, b"GET / HTTP/1.1\r\nHo", WAIT);
+    assert!(resp.starts_with("HTTP/1.1 408"), "got {resp:?}");
+    assert!(t.elapsed() < Duration::from_secs(2));
+}
+
+#[test]
+fn silent_connection_is_closed_at_the_header_timeout() {
+    let (_s, port) = server(Dispatch::Inline, |s| {
+        s.set_limits(|l| Ok(l.header_timeout = Duration::from_millis(300))).unwrap();
+    });
+    let t = Instant::now();
+    assert_eq!(exchange(port, b"", WAIT), "");
+    assert!(t.elapsed() < Duration::from_secs(2), "closed after {:?}", t.elapsed());
+}
+
+#[test]
+fn idle_keep_alive_connection_is_closed_after_idle_timeout() {
+    let (_s, port) = server(Dispatch::Inline, |s| {
+        s.set_limits(|l| Ok(l.idle_timeout = Duration::from_millis(400))).unwrap();
+    });
+    let t = Instant::now();
+    let resp = exchange(port, b"GET / HTTP/1.1\r\nHost: t\r\n\r\n", WAIT);
+    assert!(resp.starts_with("HTTP/1.1 200") && resp.ends_with("hello"), "got {resp:?}");
+    let took = t.elapsed();
+    assert!(took >= Duration::from_millis(350) && took < Duration::from_secs(2), "closed after {took:?}");
+}
+
+#[test]
+fn pipelined_requests_are_answered_in_order() {
+    let (_s, port) = server(Dispatch::Pool, |s| {
+        s.route(Some(http::Method::GET), "/n/{n}", Arc::new(|r: &Request| {
+            let n = r.data().param("n").unwrap().to_owned();
+            r.respond(200, b"", n).unwrap();
+        }))
+        .unwrap();
+    });
+    let req = b"GET /n/1 HTTP/1.1\r\nHost: t\r\n\r\nGET /n/2 HTTP/1.1\r\nHost: t\r\n\r\nGET /n/3 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+    let resp = exchange(port, req, WAIT);
+    let bodies: Vec<&str> = resp.split("\r\n\r\n").skip(1).map(|b| &b[..1]).collect();
+    assert_eq!(bodies, ["1", "2", "3"], "got {resp:?}");
+}
+
+#[test]
+fn head_keeps_length_and_drops_body_and_unknown_method_gets_405_with_allow() {
+    let (_s, port) = server(Dispatch::Inline, |_| {});
+    let head = exchange(port, b"HEAD / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", WAIT);
+    assert!(head.starts_with("HTTP/1.1 200") && head.contains("content-length: 5") && head.ends_with("\r\n\r\n"), "{head:?}");
+    let del = exchange(port, b"DELETE / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", WAIT);
+    assert!(del.starts_with("HTTP/1.1 405") && del.contains("allow: GET, HEAD"), "{del:?}");
+    assert!(get(port, "/nope").starts_with("HTTP/1.1 404"));
+}
+
+#[test]
+fn http2_prior_knowledge_is_detected_on_the_same_port() {
+    let (_s, port) = server(Dispatch::Inline, |_| {});
+    // A client preface followed by an empty SETTINGS frame: the server must answer with
+    // its own SETTINGS frame (type 0x4), which proves it switched to HTTP/2.
+    let mut req = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    req.extend_from_slice(&[0, 0, 0, 4, 0, 0, 0, 0, 0]);
+    let resp = exchange(port, &req, Duration::from_millis(500));
+    let bytes = resp.as_bytes();
+    assert!(bytes.len() >= 9 && bytes[3] == 4, "expected a SETTINGS frame, got {resp:?}");
 }
