@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Every test: Rust (unit + integration), C (plain and ASan/UBSan), the shared HTTP
+# conformance suite against each host's reference app, Python, .NET under Mono.
+# Usage: tests/run_all.sh   (installs what it needs; see tests/setup.sh)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n=== %s ===\n' "$*"; }
+
+step "setup"
+tests/setup.sh
+
+step "rust: cargo test"
+cargo test --all-targets 2>&1 | tail -n 200
+
+step "release build"
+cargo build --release
+
+step "C: samples, ABI tests, ASan/UBSan"
+tests/run_c.sh
+
+step "conformance: C reference app (pool dispatch)"
+EMBER_DISPATCH=pool tests/run_conformance.sh samples/c/ember_ref
+step "conformance: C reference app (inline dispatch)"
+EMBER_DISPATCH=inline tests/run_conformance.sh samples/c/ember_ref
+
+step "python: binding tests + conformance"
+tests/run_python.sh
+
+step ".NET (Mono): binding tests + conformance"
+tests/run_dotnet.sh
+
+echo
+echo "all test suites passed"

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs what the test suites need on a fresh Debian machine (idempotent, quiet).
+set -euo pipefail
+
+need=()
+command -v curl >/dev/null || need+=(curl)
+command -v gcc >/dev/null || need+=(gcc)
+command -v g++ >/dev/null || need+=(g++)
+command -v make >/dev/null || need+=(make)
+command -v mcs >/dev/null || need+=(mono-devel)
+[ "${EMBER_SKIP_BENCH_TOOLS:-}" = 1 ] || command -v wrk >/dev/null || need+=(wrk)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "setup: installing ${need[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+python3 -c 'import pytest, requests' 2>/dev/null || python3 -m pip install -q pytest requests
