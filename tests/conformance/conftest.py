@@ -4,6 +4,9 @@ stop it with SIGTERM at the end and require a clean exit (code 0 within 10 s).
 EMBER_APP is a command line (e.g. `samples/c/ember_ref`, `python3 samples/python/ember_ref.py`);
 the suite appends the port argument `0`. Relative paths are resolved from the repository root.
 EMBER_DISPATCH (inline | pool) and EMBER_WORKERS pass through to the app unchanged.
+
+If the app dies during a test, that test fails (with the app's output) and the app is restarted
+so that the remaining tests still report their own results.
 """
 import os
 import re
@@ -22,32 +25,89 @@ STOP_TIMEOUT_S = 10
 LISTEN_RE = re.compile(r"^listening on http://127\.0\.0\.1:(\d+)\s*$")
 
 
-class App:
-    def __init__(self, proc, port, stderr_file, stdout_lines):
-        self.proc = proc
-        self.port = port
-        self.host = "127.0.0.1"
-        self.url = "http://127.0.0.1:%d" % port
-        self._stderr_file = stderr_file
-        self._stdout_lines = stdout_lines
-
-    def output_tail(self, n=40):
-        self._stderr_file.flush()
-        with open(self._stderr_file.name, "rb") as f:
-            err = f.read().decode("utf-8", "replace").splitlines()[-n:]
-        out = self._stdout_lines[-n:]
-        return "--- app stdout (tail) ---\n%s\n--- app stderr (tail) ---\n%s" % (
-            "\n".join(out), "\n".join(err))
-
-
 def pytest_report_header(config):
     return "EMBER_APP=%r EMBER_DISPATCH=%r" % (
         os.environ.get("EMBER_APP"), os.environ.get("EMBER_DISPATCH", "(app default: pool)"))
 
 
-def _drain(stream, lines):
-    for raw in iter(stream.readline, b""):
-        lines.append(raw.decode("utf-8", "replace").rstrip("\r\n"))
+class App:
+    """The running app: tests read .port / .url / .host at use time (they change on restart)."""
+    host = "127.0.0.1"
+
+    def __init__(self, cmdline):
+        self.cmdline = cmdline
+        self.argv = shlex.split(cmdline) + ["0"]
+        self.proc = None
+        self.port = None
+        self.url = None
+        self.death_reported = False
+        self.deaths = []
+
+    def start(self):
+        self.stderr_file = tempfile.NamedTemporaryFile(prefix="ember_app_", suffix=".err", delete=False)
+        self.stdout_lines = []
+        try:
+            # restore_signals (default) gives the app default SIGPIPE handling, like a shell would
+            self.proc = subprocess.Popen(self.argv, cwd=REPO_ROOT, stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.PIPE, stderr=self.stderr_file,
+                                         env=dict(os.environ), start_new_session=True)
+        except OSError as e:
+            pytest.fail("could not start EMBER_APP %r: %s" % (self.cmdline, e), pytrace=False)
+        first = []
+        got_first = threading.Event()
+
+        def read_first():  # in a thread, so the timeout holds even if the app prints nothing
+            first.append(self.proc.stdout.readline())
+            got_first.set()
+
+        threading.Thread(target=read_first, daemon=True).start()
+        if not got_first.wait(START_TIMEOUT_S):
+            self.kill()
+            pytest.fail("EMBER_APP %r printed no first line within %d s (expected "
+                        "'listening on http://127.0.0.1:PORT')\n%s"
+                        % (self.cmdline, START_TIMEOUT_S, self.output_tail()), pytrace=False)
+        line = first[0].decode("utf-8", "replace").rstrip("\r\n")
+        self.stdout_lines.append(line)
+        m = LISTEN_RE.match(line)
+        if not m:
+            time.sleep(0.2)
+            rc = self.proc.poll()
+            self.kill()
+            pytest.fail("EMBER_APP %r: first stdout line was %r (exit code %r), expected "
+                        "'listening on http://127.0.0.1:PORT'\n%s"
+                        % (self.cmdline, line, rc, self.output_tail()), pytrace=False)
+        threading.Thread(target=self._drain, daemon=True).start()
+        self.port = int(m.group(1))
+        self.url = "http://127.0.0.1:%d" % self.port
+        self.death_reported = False
+
+    def _drain(self):
+        for raw in iter(self.proc.stdout.readline, b""):
+            self.stdout_lines.append(raw.decode("utf-8", "replace").rstrip("\r\n"))
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def exit_description(self):
+        rc = self.proc.returncode
+        if rc is not None and rc < 0:
+            return "exit code %d (killed by signal %s)" % (rc, signal.Signals(-rc).name)
+        return "exit code %r" % rc
+
+    def output_tail(self, n=40):
+        self.stderr_file.flush()
+        with open(self.stderr_file.name, "rb") as f:
+            err = f.read().decode("utf-8", "replace").splitlines()[-n:]
+        return "--- app stdout (tail) ---\n%s\n--- app stderr (tail) ---\n%s" % (
+            "\n".join(self.stdout_lines[-n:]), "\n".join(err))
+
+    def kill(self):
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except OSError:
+                self.proc.kill()
+            self.proc.wait(5)
 
 
 @pytest.fixture(scope="session")
@@ -56,75 +116,45 @@ def app():
     if not cmdline:
         pytest.skip("EMBER_APP is not set: set it to the reference app's command line, "
                     "e.g. EMBER_APP=samples/c/ember_ref (the suite appends the port argument 0)")
-    argv = shlex.split(cmdline) + ["0"]
-    stderr_file = tempfile.NamedTemporaryFile(prefix="ember_app_stderr_", suffix=".log", delete=False)
-    try:
-        proc = subprocess.Popen(argv, cwd=REPO_ROOT, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=stderr_file,
-                                env=dict(os.environ), start_new_session=True)
-    except OSError as e:
-        pytest.fail("could not start EMBER_APP %r: %s" % (cmdline, e))
-
-    # Read the first stdout line in a thread so the 30 s timeout holds even if the app is silent.
-    first = []
-    got_first = threading.Event()
-
-    def read_first():
-        first.append(proc.stdout.readline())
-        got_first.set()
-
-    threading.Thread(target=read_first, daemon=True).start()
-    if not got_first.wait(START_TIMEOUT_S):
-        _kill(proc)
-        pytest.fail("EMBER_APP %r printed no first line within %d s (expected "
-                    "'listening on http://127.0.0.1:PORT')" % (cmdline, START_TIMEOUT_S))
-    line = first[0].decode("utf-8", "replace").rstrip("\r\n")
-    m = LISTEN_RE.match(line)
-    if not m:
-        rc = proc.poll()
-        _kill(proc)
-        with open(stderr_file.name, "rb") as f:
-            err = f.read().decode("utf-8", "replace")[-3000:]
-        pytest.fail("EMBER_APP %r: first stdout line was %r (exit code %r), expected "
-                    "'listening on http://127.0.0.1:PORT'\nstderr:\n%s" % (cmdline, line, rc, err))
-    stdout_lines = [line]
-    threading.Thread(target=_drain, args=(proc.stdout, stdout_lines), daemon=True).start()
-
-    the_app = App(proc, int(m.group(1)), stderr_file, stdout_lines)
+    the_app = App(cmdline)
+    the_app.start()
     yield the_app
 
     # Teardown: graceful stop on SIGTERM, exit code 0 within 10 s.
-    if proc.poll() is not None:
-        pytest.fail("the app had already exited (code %r) before SIGTERM\n%s"
-                    % (proc.returncode, the_app.output_tail()))
-    proc.send_signal(signal.SIGTERM)
+    if not the_app.alive():
+        pytest.fail("the app had exited (%s) before the final SIGTERM" % the_app.exit_description(),
+                    pytrace=False)
+    the_app.proc.send_signal(signal.SIGTERM)
     try:
-        rc = proc.wait(STOP_TIMEOUT_S)
+        the_app.proc.wait(STOP_TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        _kill(proc)
+        the_app.kill()
         pytest.fail("the app did not exit within %d s of SIGTERM (killed it)\n%s"
-                    % (STOP_TIMEOUT_S, the_app.output_tail()))
-    assert rc == 0, "the app exited with code %r after SIGTERM, expected 0\n%s" % (
-        rc, the_app.output_tail())
-    os.unlink(stderr_file.name)
-
-
-def _kill(proc):
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            proc.kill()
-        proc.wait(5)
+                    % (STOP_TIMEOUT_S, the_app.output_tail()), pytrace=False)
+    assert the_app.proc.returncode == 0, "after SIGTERM the app ended with %s, expected 0\n%s" % (
+        the_app.exit_description(), the_app.output_tail())
+    if not the_app.deaths:
+        os.unlink(the_app.stderr_file.name)
 
 
 @pytest.fixture(autouse=True)
 def app_still_running(request):
-    """After every test the app must still be running: no test may crash it."""
+    """Every test starts with the app running and must leave it running: no test may crash it."""
+    if "app" not in request.fixturenames:
+        yield
+        return
+    the_app = request.getfixturevalue("app")
+    if not the_app.alive():
+        unreported = not the_app.death_reported
+        desc, tail = the_app.exit_description(), the_app.output_tail()
+        the_app.deaths.append((request.node.nodeid, desc))
+        the_app.start()   # so that the remaining tests still give their own results
+        if unreported:
+            pytest.fail("the app died between tests (before this one): %s\n%s" % (desc, tail),
+                        pytrace=False)
     yield
-    if "app" in request.fixturenames:
-        the_app = request.getfixturevalue("app")
-        time.sleep(0.01)
-        assert the_app.proc.poll() is None, (
-            "the app died during this test (exit code %r)\n%s"
-            % (the_app.proc.returncode, the_app.output_tail()))
+    time.sleep(0.02)
+    if not the_app.alive():
+        the_app.death_reported = True
+        pytest.fail("the app died during this test: %s\n%s"
+                    % (the_app.exit_description(), the_app.output_tail()), pytrace=False)
