@@ -1,0 +1,49 @@
+"""Fixtures for the binding tests: every test serves real HTTP on 127.0.0.1."""
+import os
+import sys
+
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BINDING = os.path.join(ROOT, "bindings", "python")
+if BINDING not in sys.path:
+    sys.path.insert(0, BINDING)
+
+import ember  # noqa: E402
+
+
+class Served:
+    def __init__(self, app, port):
+        self.app = app
+        self.port = port
+        self.url = "http://127.0.0.1:%d" % port
+
+
+@pytest.fixture(params=["pool", "inline"])
+def dispatch(request):
+    return request.param
+
+
+@pytest.fixture
+def serve():
+    """serve(setup, **server_options) -> Served; setup(app) registers the routes."""
+    started = []
+
+    def make(setup, **options):
+        app = ember.Server(**options)
+        setup(app)
+        port = app.start(0)
+        started.append(app)
+        return Served(app, port)
+
+    yield make
+    for app in started:
+        app.stop(timeout=2)
+
+
+def child_env(**extra):
+    """Environment for a subprocess that imports the binding from this checkout."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = BINDING + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(extra)
+    return env
