@@ -1,0 +1,107 @@
+// Child-process scenarios: process exit with servers still running. The parent test starts
+// `mono EmberTests.exe --child <mode>` and expects exit code 0 and no runtime crash output.
+using System;
+using System.Diagnostics;
+using System.Threading;
+using System.Threading.Tasks;
+using Ember;
+
+namespace EmberTests
+{
+    static class Children
+    {
+        public static int Run(string[] args)
+        {
+            string mode = args.Length > 1 ? args[1] : "";
+            switch (mode)
+            {
+                case "exit-running": return ExitRunning();
+                case "exit-inflight": return ExitInFlight();
+                case "exit-from-handler": return ExitFromHandler();
+                case "exit-inflight-inline": return ExitInFlightInline();
+                default: Console.Error.WriteLine("unknown child mode " + mode); return 3;
+            }
+        }
+
+        /// <summary>Main returns while a server runs (no Stop, no Dispose).</summary>
+        static int ExitRunning()
+        {
+            var s = new EmberServer();
+            s.MapGet("/", ctx => ctx.Response.Text("ok"));
+            int port = s.Start(0);
+            if (Http.Get(port, "/").Text != "ok") return 4;
+            return 0;
+        }
+
+        /// <summary>Main returns while handlers are awaiting and while a blocking pool handler runs.</summary>
+        static int ExitInFlight()
+        {
+            var s = new EmberServer();
+            var entered = new CountdownEvent(2);
+            s.MapGet("/await", async ctx => { entered.Signal(); await Task.Delay(30000); ctx.Response.Text("late"); });
+            s.MapGet("/block", ctx => { entered.Signal(); Thread.Sleep(300); ctx.Response.Text("late"); });
+            int port = s.Start(0);
+            Task.Run(() => { try { Http.Get(port, "/await"); } catch { } });
+            Task.Run(() => { try { Http.Get(port, "/block"); } catch { } });
+            if (!entered.Wait(10000)) return 4;
+            return 0;
+        }
+
+        /// <summary>Same with inline dispatch and a handler hammered by clients during exit.</summary>
+        static int ExitInFlightInline()
+        {
+            var s = new EmberServer(new EmberOptions { Dispatch = EmberDispatch.Inline });
+            s.MapGet("/", ctx => ctx.Response.Text("ok"));
+            int port = s.Start(0);
+            for (int i = 0; i < 4; i++)
+            {
+                var t = new Thread(() => { while (true) { try { Http.Get(port, "/"); } catch { } } });
+                t.IsBackground = true;
+                t.Start();
+            }
+            Thread.Sleep(300);
+            return 0;
+        }
+
+        /// <summary>Environment.Exit called from inside a handler on an engine thread.</summary>
+        static int ExitFromHandler()
+        {
+            var s = new EmberServer();
+            s.MapGet("/exit", ctx => { Environment.Exit(0); });
+            int port = s.Start(0);
+            try { Http.Get(port, "/exit"); } catch { }
+            Thread.Sleep(10000);
+            return 5;   // not reached when Exit worked
+        }
+
+        public static void Spawn(string mode, out int exitCode, out string stderr, out long ms)
+        {
+            string mono = Process.GetCurrentProcess().MainModule.FileName;
+            string exe = typeof(Children).Assembly.Location;
+            var psi = new ProcessStartInfo(mono, "\"" + exe + "\" --child " + mode)
+            {
+                UseShellExecute = false,
+                RedirectStandardError = true,
+                RedirectStandardOutput = true,
+            };
+            var sw = Stopwatch.StartNew();
+            using (var p = Process.Start(psi))
+            {
+                Task<string> err = p.StandardError.ReadToEndAsync();
+                Task<string> outp = p.StandardOutput.ReadToEndAsync();
+                if (!p.WaitForExit(30000))
+                {
+                    try { p.Kill(); } catch { }
+                    exitCode = -999;
+                    stderr = "child did not exit within 30 s";
+                    ms = sw.ElapsedMilliseconds;
+                    return;
+                }
+                p.WaitForExit();
+                exitCode = p.ExitCode;
+                stderr = err.Result + outp.Result;
+                ms = sw.ElapsedMilliseconds;
+            }
+        }
+    }
+}
