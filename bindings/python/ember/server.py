@@ -395,9 +395,12 @@ class Server:
             return
         ms = max(0, _ms(timeout))
         if self._inside_handler():
-            # The engine starts the shutdown and returns; freeing must wait for the
-            # handler calling us to finish, so it happens on a thread of its own.
-            L.ember_server_stop(native.ptr, ms)
+            # A blocking stop here would wait for the very handler calling it. On an
+            # engine thread the engine only starts the shutdown and returns; on an event
+            # loop it would block, so there the stop is left to the thread below. Freeing
+            # must wait for the calling handler in either case.
+            if threading.get_ident() in _engine_threads:
+                L.ember_server_stop(native.ptr, ms)
             threading.Thread(target=self._finish_stop, args=(native, ms),
                              name="ember-stop", daemon=False).start()
             return
