@@ -13,6 +13,7 @@ import atexit
 import ctypes
 import inspect
 import logging
+import re
 import signal
 import sys
 import threading
@@ -198,7 +199,7 @@ class _Native:
         slot = len(self.table)
         self.table.append((route.fn, route.is_async))
         method = route.method.encode("ascii") if route.method else None
-        rc = L.ember_server_route(self.ptr, method, route.pattern.encode("utf-8"),
+        rc = L.ember_server_route(self.ptr, method, _wire_pattern(route.pattern),
                                   self.handler_cb, slot, self.release_cb)
         if rc != _lib.OK:
             self.table[slot] = None  # on failure the engine took nothing
@@ -233,6 +234,18 @@ class _Native:
             with self._cond:
                 self.closing = False
         return rc
+
+
+def _wire_pattern(pattern: str) -> bytes:
+    """The engine matches the path as sent, and clients percent-encode non-ASCII text,
+    so a literal like ``/städte`` is registered as ``/st%C3%A4dte`` to be reachable."""
+    if pattern.isascii():
+        return pattern.encode("ascii")
+    parts = re.split(r"(\{[^}]*\})", pattern)  # parameter names stay as written
+    for i in range(0, len(parts), 2):
+        parts[i] = "".join(c if c.isascii() else "".join("%%%02X" % b for b in c.encode("utf-8"))
+                           for c in parts[i])
+    return "".join(parts).encode("utf-8")
 
 
 def _methods(methods: Methods) -> list[str | None]:
