@@ -38,7 +38,7 @@ static void test_result_names(void) {
         const char *got = ember_result_name(names[i].code);
         CHECK_STR(got, got ? strlen(got) : 0, names[i].name);
     }
-    CHECK(unknown != NULL);
+    CHECK_STR(unknown, unknown ? strlen(unknown) : 0, "EMBER_ERR_UNKNOWN");
     CHECK(ember_result_name(7) != NULL);
 }
 

@@ -301,6 +301,77 @@ static void test_free_racing_answers(void) {
     CHECK(ember_request_respond(held[0], 200, NULL, 0, "x", 1) != EMBER_OK);
 }
 
+/* A stale handle must not reach whatever request now occupies its old slot. */
+static void test_stale_handle_vs_slot_reuse(void) {
+    ember_server *s = new_server(), *s2;
+    uint16_t port;
+    bg_get g;
+    ember_request old;
+    int round;
+    held_count = 0;
+    CHECK_RC(ember_server_route(s, "GET", "/", hold, NULL, NULL), EMBER_OK);
+    port = start_server(s);
+    for (round = 0; round < 5; round++) {
+        held_count = 0;
+        bg_get_start(&g, port, "/");
+        CHECK(wait_for(&held_count, 1, 3000));
+        old = held[0];
+        CHECK_RC(ember_request_respond(old, 200, NULL, 0, "first", 5), EMBER_OK);
+        bg_get_join(&g);
+        held_count = 0;
+        bg_get_start(&g, port, "/");
+        CHECK(wait_for(&held_count, 1, 3000));
+        CHECK(held[0] != old);
+        CHECK(ember_request_respond(old, 200, NULL, 0, "stale", 5) != EMBER_OK);
+        CHECK_RC(ember_request_respond(held[0], 201, NULL, 0, "second", 6), EMBER_OK);
+        bg_get_join(&g);
+        CHECK(g.status == 201);
+    }
+    /* The same across servers: a handle of a freed server against a new one's request. */
+    held_count = 0;
+    bg_get_start(&g, port, "/");
+    CHECK(wait_for(&held_count, 1, 3000));
+    old = held[0];
+    CHECK_RC(ember_server_free(s), EMBER_OK);
+    bg_get_join(&g);
+    s2 = new_server();
+    CHECK_RC(ember_server_route(s2, "GET", "/", hold, NULL, NULL), EMBER_OK);
+    port = start_server(s2);
+    held_count = 0;
+    bg_get_start(&g, port, "/");
+    CHECK(wait_for(&held_count, 1, 3000));
+    CHECK(ember_request_respond(old, 200, NULL, 0, "stale", 5) != EMBER_OK);
+    CHECK_RC(ember_request_respond(held[0], 202, NULL, 0, "new", 3), EMBER_OK);
+    bg_get_join(&g);
+    CHECK(g.status == 202);
+    CHECK_RC(ember_server_free(s2), EMBER_OK);
+}
+
+/* Over the connection limit, clients wait in the backlog instead of being served or refused. */
+static void test_max_connections(void) {
+    ember_server *s = new_server();
+    bg_get g[3];
+    uint16_t port;
+    int i;
+    held_count = 0;
+    CHECK_RC(ember_server_set_limit(s, EMBER_LIMIT_MAX_CONNECTIONS, 2), EMBER_OK);
+    CHECK_RC(ember_server_route(s, "GET", "/", hold, NULL, NULL), EMBER_OK);
+    port = start_server(s);
+    for (i = 0; i < 3; i++) bg_get_start(&g[i], port, "/");
+    CHECK(wait_for(&held_count, 2, 3000));
+    sleep_ms(200);
+    CHECK(atomic_get(&held_count) == 2);
+    CHECK_RC(ember_request_respond(held[0], 200, NULL, 0, "a", 1), EMBER_OK);
+    CHECK(wait_for(&held_count, 3, 3000)); /* a slot freed up: the third gets in */
+    CHECK_RC(ember_request_respond(held[1], 200, NULL, 0, "b", 1), EMBER_OK);
+    CHECK_RC(ember_request_respond(held[2], 200, NULL, 0, "c", 1), EMBER_OK);
+    for (i = 0; i < 3; i++) {
+        bg_get_join(&g[i]);
+        CHECK(g[i].status == 200);
+    }
+    CHECK_RC(ember_server_free(s), EMBER_OK);
+}
+
 int main(void) {
     h_run("use after answer, bad header bytes", test_use_after_answer);
     h_run("framing: 204, 304, host Content-Length/Transfer-Encoding", test_framing);
@@ -309,5 +380,7 @@ int main(void) {
     h_run("log callback levels, silent after free", test_log_callback);
     h_run("two threads stop at once", test_concurrent_stops);
     h_run("free racing late answers", test_free_racing_answers);
+    h_run("stale handle vs slot reuse", test_stale_handle_vs_slot_reuse);
+    h_run("max connections", test_max_connections);
     return h_finish();
 }
