@@ -73,3 +73,14 @@ def test_echo_chunked_body_sent_raw_with_extension_and_trailer(app):
         r = c.read_response()
     assert r.status == 200
     assert r.body == b"hello world"
+
+
+def test_echo_expect_100_continue_gets_interim_100_then_echo(app):
+    with RawConn(app.port) as c:
+        c.send(request_bytes("POST", "/echo", [("Content-Length", "5"), ("Content-Type", "text/plain"),
+                                               ("Expect", "100-continue")]))
+        interim = c.read_response(timeout=3)   # the server must invite the body
+        assert interim.status == 100, interim
+        c.send(b"hello")
+        r = c.read_response()
+    assert r.status == 200 and r.body == b"hello"

@@ -1,10 +1,12 @@
 """HTTP/2 with prior knowledge (h2c): curl for the exchange, raw frames to prove HEAD has no body."""
 import shutil
 import socket
-import struct
 import subprocess
+import time
 
 import pytest
+
+from rawh2 import END_STREAM, HEADERS, PREFACE, H2Conn, body_of, status_of
 
 HELLO = b'{"code": 1, "msg": "Hello WebAPI"}'
 
@@ -73,68 +75,70 @@ def test_http2_prior_knowledge_echo_post_and_404(app, tmp_path):
     assert rc == 0 and head.startswith("HTTP/2 404"), head
 
 
-# --- raw HTTP/2 frames: curl -I discards DATA silently, so check the wire ourselves ---
-
-def _frame(ftype, flags, stream, payload):
-    return struct.pack(">I", len(payload))[1:] + bytes([ftype, flags]) + struct.pack(">I", stream) + payload
-
-
-def _hpack_literal(name, value):
-    # literal header field without indexing, new name, no Huffman (RFC 7541 6.2.2)
-    def s(b):
-        assert len(b) < 127
-        return bytes([len(b)]) + b
-    return b"\x00" + s(name) + s(value)
-
-
-def _read_frames_for_stream(sock, stream_id, timeout=5.0):
-    sock.settimeout(timeout)
-    buf = b""
-    frames = []
-    while True:
-        while len(buf) < 9 or len(buf) < 9 + int.from_bytes(buf[:3], "big"):
-            chunk = sock.recv(65536)
-            if not chunk:
-                return frames
-            buf += chunk
-        length = int.from_bytes(buf[:3], "big")
-        ftype, flags = buf[3], buf[4]
-        sid = int.from_bytes(buf[5:9], "big") & 0x7FFFFFFF
-        payload, buf = buf[9:9 + length], buf[9 + length:]
-        if ftype == 4 and not flags & 1:            # SETTINGS from server: ack it
-            sock.sendall(_frame(4, 1, 0, b""))
-        if sid == stream_id:
-            frames.append((ftype, flags, payload))
-            if flags & 1 and ftype in (0, 1):       # END_STREAM on DATA/HEADERS
-                return frames
-            if ftype == 3:                          # RST_STREAM
-                return frames
-
+# --- raw frames (rawh2.py): curl -I discards DATA silently, so check the wire ourselves ---
 
 def test_http2_head_response_carries_no_data_bytes_on_the_wire(app):
-    with socket.create_connection(("127.0.0.1", app.port), timeout=5) as sock:
-        block = _hpack_literal(b":method", b"HEAD")   # no static entry for HEAD
-        block += b"\x86"          # :scheme http (static index 6)
-        block += b"\x84"          # :path / (static index 4)
-        block += _hpack_literal(b":authority", b"127.0.0.1")
-        sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + _frame(4, 0, 0, b"")
-                     + _frame(1, 0x4 | 0x1, 1, block))   # HEADERS, END_HEADERS|END_STREAM
-        frames = _read_frames_for_stream(sock, 1)
+    with H2Conn(app.port) as h2:
+        h2.request(1, "HEAD", "/")
+        frames = h2.read_streams([1])[1]
     types = [f[0] for f in frames]
-    assert types and types[0] == 1, "expected a HEADERS frame first, got frame types %r" % types
-    assert frames[0][2][:1] == b"\x88", "expected :status 200 (static index 8) first"
-    data_bytes = sum(len(p) for t, _, p in frames if t == 0)
-    assert data_bytes == 0, "HEAD over HTTP/2 sent %d body bytes in DATA frames" % data_bytes
-    assert frames[-1][1] & 1, "stream did not end"
+    assert types and types[0] == HEADERS, "expected a HEADERS frame first, got frame types %r" % types
+    assert status_of(frames) == 200
+    assert len(body_of(frames)) == 0, "HEAD over HTTP/2 sent %d body bytes" % len(body_of(frames))
+    assert frames[-1][1] & END_STREAM, "stream did not end"
 
 
 def test_http2_get_response_carries_the_body_on_the_wire(app):
     # the same raw client with GET must see the body: proves the HEAD check above can see DATA
-    with socket.create_connection(("127.0.0.1", app.port), timeout=5) as sock:
-        block = b"\x82\x86\x84" + _hpack_literal(b":authority", b"127.0.0.1")
-        sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + _frame(4, 0, 0, b"")
-                     + _frame(1, 0x4 | 0x1, 1, block))
-        frames = _read_frames_for_stream(sock, 1)
-    body = b"".join(p for t, _, p in frames if t == 0)
-    assert frames[0][2][:1] == b"\x88"
-    assert body == HELLO
+    with H2Conn(app.port) as h2:
+        h2.request(1, "GET", "/")
+        frames = h2.read_streams([1])[1]
+    assert status_of(frames) == 200
+    assert body_of(frames) == HELLO
+
+
+def test_http2_streams_on_one_connection_are_served_concurrently(app):
+    ids = [1, 3, 5, 7, 9]
+    with H2Conn(app.port, timeout=10) as h2:
+        t0 = time.monotonic()
+        for sid in ids:
+            h2.request(sid, "GET", "/slow?ms=500")
+        frames = h2.read_streams(ids, timeout=10)
+        wall = time.monotonic() - t0
+    for sid in ids:
+        assert status_of(frames[sid]) == 200, (sid, frames[sid])
+        assert body_of(frames[sid]) == b'{"slept_ms": 500}'
+    assert wall < 1.4, "5 multiplexed /slow?ms=500 took %.2f s: streams were serialized" % wall
+
+
+def test_http2_unknown_path_is_404_and_connection_stays_usable(app):
+    with H2Conn(app.port) as h2:
+        h2.request(1, "GET", "/missing")
+        assert status_of(h2.read_streams([1])[1]) == 404
+        h2.request(3, "GET", "/users/h2")
+        frames = h2.read_streams([3])[3]
+    assert status_of(frames) == 200 and body_of(frames) == b'{"id": "h2"}'
+
+
+def test_http2_idle_connection_is_closed_after_about_5_s(app):
+    with H2Conn(app.port, timeout=10) as h2:
+        h2.request(1, "GET", "/")
+        assert status_of(h2.read_streams([1])[1]) == 200
+        closed, waited = h2.wait_closed(9.0)
+    assert closed, "idle HTTP/2 connection still open after %.1f s (idle timeout 5 s)" % waited
+    assert 4.0 <= waited <= 8.0, "idle HTTP/2 connection closed after %.2f s" % waited
+
+
+def test_partial_http2_preface_is_not_held_forever(app):
+    with socket.create_connection(("127.0.0.1", app.port), timeout=8) as sock:
+        sock.sendall(PREFACE[:10])
+        t0 = time.monotonic()
+        sock.settimeout(8)
+        try:
+            while sock.recv(65536):
+                pass
+        except ConnectionResetError:
+            pass
+        except socket.timeout:
+            pytest.fail("a client stuck inside the HTTP/2 preface was held for 8 s")
+        assert time.monotonic() - t0 < 7.0

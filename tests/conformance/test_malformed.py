@@ -1,7 +1,9 @@
 """Strict parsing: malformed requests get 400, ambiguous framing never lets a smuggled request through."""
+import json
+
 import pytest
 
-from rawhttp import ProtocolError, RawConn, request_bytes
+from rawhttp import ProtocolError, RawConn, exchange, request_bytes
 
 SMUGGLED = request_bytes("GET", "/users/SMUGGLED")
 
@@ -107,3 +109,40 @@ def test_server_answers_normally_after_malformed_requests(app):
     with RawConn(app.port) as c:
         c.send(request_bytes("GET", "/users/ok"))
         assert c.read_response().body == b'{"id": "ok"}'
+
+
+def test_negative_content_length_gets_400(app):
+    data = b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n"
+    r, _, _ = _bad_request(app, data)
+    assert r.status == 400, r
+
+
+def test_invalid_chunk_size_gets_400_and_nothing_smuggled(app):
+    data = (b"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b"zz\r\nhello\r\n0\r\n\r\n" + SMUGGLED)
+    r, closed, extra = _bad_request(app, data)
+    assert r.status == 400, r
+    assert b"HTTP/1." not in extra and closed
+
+
+def test_obsolete_line_folding_is_rejected_or_unfolded(app):
+    # RFC 9112 5.2: a server MUST reject obs-fold with 400 or replace it with spaces
+    with RawConn(app.port, timeout=5) as c:
+        c.send(b"GET /inspect HTTP/1.1\r\nHost: x\r\nX-Folded: a\r\n b\r\n\r\n")
+        r = c.read_response()
+    if r.status != 400:
+        assert r.status == 200
+        value = json.loads(r.body)["headers"]["x-folded"]
+        assert "\r" not in value and "\n" not in value and value.replace(" ", "") == "ab", value
+
+
+def test_http11_request_without_host_gets_400(app):
+    # RFC 9112 3.2: a server MUST answer 400 to an HTTP/1.1 request lacking Host
+    r = exchange(app.port, b"GET /users/nohost HTTP/1.1\r\n\r\n")
+    assert r.status == 400, r
+
+
+def test_http11_request_with_two_host_headers_gets_400(app):
+    # RFC 9112 3.2: ... and to any request with more than one Host header field line
+    r = exchange(app.port, b"GET /users/twohosts HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n")
+    assert r.status == 400, r

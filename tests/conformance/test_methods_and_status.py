@@ -93,3 +93,23 @@ def test_http10_keep_alive_request_keeps_connection(app):
         assert (r.header("connection") or "").lower() == "keep-alive"
         c.send(b"GET /users/2 HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
         assert c.read_response().body == b'{"id": "2"}'
+
+
+def test_absolute_form_request_target_is_routed_by_its_path(app):
+    # RFC 9112 3.2.2: a server MUST accept the absolute-form
+    r = exchange(app.port, b"GET http://127.0.0.1/users/abs?x=1 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    assert r.status == 200 and r.body == b'{"id": "abs"}'
+
+
+def test_request_target_longer_than_header_limit_gets_414_or_431(app):
+    r = exchange(app.port, request_bytes("GET", "/users/" + "a" * 20000))
+    assert r.status in (414, 431), r
+
+
+def test_head_on_users_route_has_no_body(app):
+    with RawConn(app.port) as c:
+        c.send(request_bytes("HEAD", "/users/5") + request_bytes("GET", "/users/6"))
+        r1 = c.read_response(head_request=True)
+        r2 = c.read_response()
+    assert r1.status == 200 and r1.header("content-length") == str(len(b'{"id": "5"}'))
+    assert r2.body == b'{"id": "6"}'
