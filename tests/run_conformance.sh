@@ -3,8 +3,9 @@
 #   tests/run_conformance.sh samples/c/ember_ref
 #   tests/run_conformance.sh python3 samples/python/ember_ref.py
 #   EMBER_DISPATCH=inline tests/run_conformance.sh samples/c/ember_ref -k limits
-# Arguments after the app command that start with '-' go to pytest; use '--' to separate
-# explicitly: tests/run_conformance.sh mono samples/dotnet/EmberRef.exe -- -x
+# pytest arguments follow the app command: with a '--' everything after it goes to pytest
+# (tests/run_conformance.sh mono --debug samples/dotnet/EmberRef.exe -- -x -k http2);
+# without one, the first argument starting with '-' begins the pytest arguments.
 # The suite appends the port argument 0 itself. Exit code = pytest's.
 set -u
 if [ $# -lt 1 ]; then
@@ -15,14 +16,21 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 PYTHON=${PYTHON:-python3}
 
+has_sep=no
+for a in "$@"; do [ "$a" = "--" ] && has_sep=yes; done
 app=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --) shift; break ;;
-        -*) break ;;
-        *) app="${app:+$app }$1"; shift ;;
+        -*) [ $has_sep = no ] && break ;;
     esac
+    app="${app:+$app }$1"
+    shift
 done
+if [ -z "$app" ]; then
+    echo "$0: no app command given" >&2
+    exit 2
+fi
 
 if ! "$PYTHON" -c "import pytest, requests" >/dev/null 2>&1; then
     "$PYTHON" -m pip install -q pytest requests || exit 2

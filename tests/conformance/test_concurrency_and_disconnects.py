@@ -89,6 +89,8 @@ def test_client_gone_before_echo_answer_is_written_does_not_hurt_server(app):
 
 
 def _assert_serving(app):
+    time.sleep(0.2)   # let the server finish its side of the vanished connections
+    assert app.alive(), "the app died: %s\n%s" % (app.exit_description(), app.output_tail())
     with RawConn(app.port) as c:
         c.send(request_bytes("GET", "/"))
         r = c.read_response()
