@@ -50,6 +50,9 @@ static class EmberRef
             options.Workers = w;
         }
 
+        // Signal handlers go in before the port is announced: a SIGTERM right after the
+        // "listening" line must already stop us gracefully.
+        Func<string> waitForStop = InstallStopSignals();
         using (var server = new EmberServer(options))
         {
             server.Log += (s, e) => Console.Error.WriteLine("ember [" + e.Level.ToString().ToLowerInvariant() + "] " + e.Message);
@@ -67,7 +70,7 @@ static class EmberRef
             Console.Out.WriteLine("listening on http://127.0.0.1:" + bound);
             Console.Out.Flush();
 
-            string why = WaitForStopSignal();
+            string why = waitForStop();
             Console.Error.WriteLine("EmberRef: " + why + ", stopping");
             server.Stop(TimeSpan.FromSeconds(5));
         }
@@ -164,11 +167,11 @@ static class EmberRef
     }
 
     /// <summary>
-    /// Blocks until SIGTERM or SIGINT. Under Mono, Mono.Unix.UnixSignal (Mono.Posix) is used
-    /// through reflection, so this file also builds for .NET Framework on Windows, where
-    /// Ctrl+C (Console.CancelKeyPress) is the stop signal.
+    /// Catches SIGTERM and SIGINT from now on; the returned function blocks until one came.
+    /// Under Mono, Mono.Unix.UnixSignal (Mono.Posix) is used through reflection, so this file
+    /// also builds for .NET Framework on Windows, where Ctrl+C (Console.CancelKeyPress) stops.
     /// </summary>
-    static string WaitForStopSignal()
+    static Func<string> InstallStopSignals()
     {
         var stop = new ManualResetEvent(false);
         string why = "stop requested";
@@ -191,7 +194,6 @@ static class EmberRef
             t.IsBackground = true;
             t.Start();
         }
-        stop.WaitOne();
-        return why;
+        return () => { stop.WaitOne(); return why; };
     }
 }

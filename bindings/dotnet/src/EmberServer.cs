@@ -46,8 +46,8 @@ namespace Ember
         /// </summary>
         public event EventHandler<EmberErrorEventArgs> Error;
 
-        /// <summary>Engine log lines (at or above Options.LogLevel) and binding messages, from
-        /// any thread; a handler exception is also logged here (Level Error, with Exception).</summary>
+        /// <summary>Engine log lines and binding messages at or above Options.LogLevel, from any
+        /// thread; a handler exception is also logged here (Level Error, with Exception).</summary>
         public event EventHandler<EmberLogEventArgs> Log;
 
         /// <summary>The engine's version string.</summary>
@@ -290,7 +290,7 @@ namespace Ember
         internal void RaiseLog(EmberLogLevel level, string message, Exception ex)
         {
             var onLog = Log;
-            if (onLog == null) return;
+            if (onLog == null || level > _options.LogLevel) return;
             try { onLog(this, new EmberLogEventArgs(level, message, ex)); }
             catch { }
         }
