@@ -10,6 +10,7 @@ import http.client
 import json
 import os
 import re
+import resource
 import signal
 import socket
 import subprocess
@@ -92,6 +93,37 @@ def cpu_seconds(pids: list[int], root: int) -> float:
         if p == root:
             ticks += int(f[13]) + int(f[14])
     return ticks / CLK_TCK
+
+
+def cpu_times() -> dict[str, list[int]]:
+    """Per-CPU jiffies from /proc/stat: [task (user+nice+system), irq+softirq, steal, total]."""
+    out = {}
+    with open("/proc/stat") as f:
+        for line in f:
+            if line.startswith("cpu") and line[3].isdigit():
+                parts = line.split()
+                v = [int(x) for x in parts[1:9]] + [0] * max(0, 8 - len(parts[1:9]))
+                out[parts[0]] = [v[0] + v[1] + v[2], v[5] + v[6], v[7], sum(v)]
+    return out
+
+
+def cpu_busy_pct(before: dict, after: dict) -> dict[str, dict[str, float]]:
+    """Per CPU: % of the interval spent in tasks, in irq/softirq, and stolen by the hypervisor."""
+    res = {}
+    for cpu, a in after.items():
+        b = before.get(cpu, [0, 0, 0, 0])
+        tot = a[3] - b[3]
+        if tot > 0:
+            res[cpu] = {k: round(100.0 * (a[i] - b[i]) / tot, 1)
+                        for i, k in enumerate(("task", "irq", "steal"))}
+    return res
+
+
+def loadavg() -> list[float]:
+    try:
+        return [float(x) for x in open("/proc/loadavg").read().split()[:3]]
+    except (OSError, ValueError):
+        return []
 
 
 class Sampler(threading.Thread):
@@ -285,7 +317,9 @@ def run_wrk(url: str, conns: int, duration: float, threads: int, pin: str | None
     argv = _pin(pin) + ["wrk", f"-t{threads}", f"-c{conns}", f"-d{duration}s",
                         f"--timeout={timeout_s}s", "--latency", "-s", str(script), url]
     t0 = time.monotonic()
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     p = subprocess.run(argv, capture_output=True, timeout=duration + 60)
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     out = p.stdout.decode("utf-8", "replace")
     m = re.search(r"^BENCHJSON (\{.*\})\s*$", out, re.M)
     if p.returncode != 0 or not m:
@@ -297,6 +331,7 @@ def run_wrk(url: str, conns: int, duration: float, threads: int, pin: str | None
     d["connections"] = conns
     d["threads"] = threads
     d["wall_s"] = round(time.monotonic() - t0, 3)
+    d["load_cpu_s"] = round((ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime), 3)
     d["rps"] = d["requests"] / secs if secs > 0 else 0.0
     d["socket_errors"] = e["connect"] + e["read"] + e["write"] + e["timeout"]
     d["non_2xx_3xx"] = e["status"]
