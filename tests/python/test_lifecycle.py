@@ -302,3 +302,19 @@ def test_hello_sample_serves_and_stops_on_sigint():
         if p.poll() is None:
             p.kill()
     assert p.returncode == 0
+
+
+def test_wait_inside_a_handler_returns_after_its_timeout():
+    app = ember.Server()
+
+    @app.get("/")
+    def h(req):
+        t0 = time.monotonic()
+        done = app.wait(0.3)
+        return {"done": done, "waited": round(time.monotonic() - t0, 1)}
+
+    port = app.start()
+    try:
+        assert requests.get("http://127.0.0.1:%d/" % port, timeout=5).json() == {"done": False, "waited": 0.3}
+    finally:
+        app.stop()

@@ -474,6 +474,10 @@ class Server:
                 if rc == _lib.OK and self._native is native:
                     # Engine stopped; the Python side finishes in _finish_stop.
                     time.sleep(0.01)
+                elif rc not in (_lib.OK, _lib.ERR_TIMED_OUT):
+                    # EMBER_ERR_STATE: called from one of this server's own handlers,
+                    # where the engine refuses to block; wait here instead of spinning.
+                    time.sleep(slice_ms / 1000)
             else:
                 time.sleep(0.01)
 
