@@ -1,6 +1,6 @@
 """A minimal raw HTTP/2 (h2c prior knowledge) client for checks curl cannot make: exact DATA
 bytes on the wire, several streams at once. Request headers use HPACK literals (no Huffman,
-no dynamic table); response header blocks are not decoded except a leading indexed :status."""
+no dynamic table); of a response header block only the leading :status is decoded."""
 import socket
 import struct
 import time
@@ -10,6 +10,9 @@ DATA, HEADERS, RST_STREAM, SETTINGS, PING, GOAWAY = 0, 1, 3, 4, 6, 7
 END_STREAM, END_HEADERS = 0x1, 0x4
 # HPACK static table indexes of ":status" values (RFC 7541 appendix A)
 STATUS_INDEX = {0x88: 200, 0x89: 204, 0x8a: 206, 0x8b: 304, 0x8c: 400, 0x8d: 404, 0x8e: 500}
+# HPACK Huffman codes of the digits (RFC 7541 appendix B), enough to decode any status
+DIGIT_CODES = {"00000": "0", "00001": "1", "00010": "2", "011001": "3", "011010": "4",
+               "011011": "5", "011100": "6", "011101": "7", "011110": "8", "011111": "9"}
 
 
 def frame(ftype, flags, stream, payload=b""):
@@ -41,10 +44,13 @@ class H2Conn:
     def __exit__(self, *exc):
         self.close()
 
-    def request(self, stream_id, method, path):
+    def request(self, stream_id, method, path, headers=(), end_stream=True):
         block = literal(b":method", method.encode()) + b"\x86"   # :scheme http (index 6)
         block += literal(b":path", path.encode()) + literal(b":authority", b"127.0.0.1")
-        self.sock.sendall(frame(HEADERS, END_HEADERS | END_STREAM, stream_id, block))
+        for name, value in headers:
+            block += literal(name.encode(), value.encode())
+        flags = END_HEADERS | (END_STREAM if end_stream else 0)
+        self.sock.sendall(frame(HEADERS, flags, stream_id, block))
 
     def _next_frame(self, deadline):
         while len(self.buf) < 9 or len(self.buf) < 9 + int.from_bytes(self.buf[:3], "big"):
@@ -99,11 +105,39 @@ class H2Conn:
         return True, time.monotonic() - start
 
 
+def _decode_status(block):
+    """The :status from the start of a server header block (h2 sends :status first)."""
+    first = block[0]
+    if first & 0x80:                                   # indexed field
+        return STATUS_INDEX.get(first)
+    if first & 0xC0 == 0x40:                           # literal, incremental indexing
+        index = first & 0x3F
+    elif first & 0xE0 in (0x00, 0x10):                 # literal without / never indexed
+        index = first & 0x0F
+    else:
+        return None
+    if not 8 <= index <= 14:                           # static entries 8..14 are :status
+        return None
+    huffman, length = block[1] & 0x80, block[1] & 0x7F
+    raw = block[2:2 + length]
+    if not huffman:
+        return int(raw.decode("ascii"))
+    bits = "".join(format(b, "08b") for b in raw)
+    out, code = "", ""
+    for bit in bits:
+        code += bit
+        if code in DIGIT_CODES:
+            out += DIGIT_CODES[code]
+            code = ""
+    assert set(code) <= {"1"}, "not a Huffman-coded number"   # EOS padding is all ones
+    return int(out)
+
+
 def status_of(frames):
-    """Status of a response from its first HEADERS frame, if statically indexed (else None)."""
+    """Status of a response from its first HEADERS frame (None if there is none)."""
     for ftype, _, payload in frames:
         if ftype == HEADERS:
-            return STATUS_INDEX.get(payload[0]) if payload else None
+            return _decode_status(payload) if payload else None
     return None
 
 

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from rawh2 import END_STREAM, HEADERS, PREFACE, H2Conn, body_of, status_of
+from rawh2 import DATA, END_STREAM, HEADERS, PREFACE, H2Conn, body_of, frame, status_of
 
 HELLO = b'{"code": 1, "msg": "Hello WebAPI"}'
 
@@ -142,3 +142,45 @@ def test_partial_http2_preface_is_not_held_forever(app):
         except socket.timeout:
             pytest.fail("a client stuck inside the HTTP/2 preface was held for 8 s")
         assert time.monotonic() - t0 < 7.0
+
+
+def test_http2_content_length_over_1_mib_gets_413_before_the_body(app):
+    with H2Conn(app.port) as h2:
+        h2.request(1, "POST", "/echo", [("content-length", str(1048576 + 1))], end_stream=False)
+        frames = h2.read_streams([1], timeout=3)[1]
+    assert status_of(frames) == 413, frames
+
+
+def test_http2_echo_of_256_byte_values_round_trips(app):
+    body = bytes(range(256))
+    with H2Conn(app.port) as h2:
+        h2.request(1, "POST", "/echo", [("content-type", "application/x-test-binary"),
+                                        ("content-length", "256")], end_stream=False)
+        h2.sock.sendall(frame(DATA, END_STREAM, 1, body))
+        frames = h2.read_streams([1])[1]
+    assert status_of(frames) == 200 and body_of(frames) == body
+
+
+@needs_curl_h2
+def test_http2_header_list_over_16_kib_gets_431(app, tmp_path):
+    rc, head, _, err = _curl(tmp_path, "-H", "X-Big: " + "a" * 17000, app.url + "/")
+    assert head.startswith("HTTP/2 431"), (rc, head, err)
+
+
+@needs_curl_h2
+def test_http2_fail_is_500_and_wrong_method_is_405_with_allow(app, tmp_path):
+    rc, head, _, err = _curl(tmp_path, app.url + "/fail")
+    assert head.startswith("HTTP/2 500"), (rc, head, err)
+    rc, head, _, err = _curl(tmp_path, "-X", "DELETE", app.url + "/")
+    status_line, headers = _parse_head(head)
+    assert status_line.startswith("HTTP/2 405"), (rc, head, err)
+    assert {"GET", "HEAD"} <= {m.strip() for m in headers.get("allow", "").split(",")}
+
+
+@needs_curl_h2
+def test_http2_handler_timeout_answers_503_after_about_3_s(app, tmp_path):
+    t0 = time.monotonic()
+    rc, head, _, err = _curl(tmp_path, app.url + "/slow?ms=5000")
+    elapsed = time.monotonic() - t0
+    assert head.startswith("HTTP/2 503"), (rc, head, err)
+    assert 2.7 <= elapsed <= 4.5, elapsed
