@@ -13,6 +13,7 @@ pub mod response;
 pub mod router;
 pub mod server;
 mod service;
+mod signals;
 pub mod stats;
 
 pub use config::{Dispatch, Limits};

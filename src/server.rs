@@ -154,6 +154,7 @@ impl Server {
             return Err(Error::new(ErrorKind::State, "start: no listen address; call listen first"));
         }
         let (listeners, ports) = bind_all(&config.listen)?;
+        crate::signals::ignore_sigpipe_if_default();
         let Phase::Configuring { config, router, hooks } = std::mem::replace(&mut *phase, Phase::Stopped) else {
             unreachable!()
         };

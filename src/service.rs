@@ -32,6 +32,9 @@ pub(crate) async fn handle(run: Arc<Run>, conn: Arc<ConnState>, req: http::Reque
 
 async fn answer(run: &Arc<Run>, conn: &ConnState, req: http::Request<Incoming>) -> Answer {
     let (parts, body) = req.into_parts();
+    if !host_header_ok(&parts) {
+        return canned(400, true);
+    }
     let (handler, route, params) = match run.router.find(&parts.method, parts.uri.path()) {
         Match::Found { handler, route, params } => (handler.clone(), route, params),
         Match::NotFound => return canned(404, false),
@@ -105,6 +108,16 @@ async fn wait(run: &Run, pending: Pending, mut rx: oneshot::Receiver<Answer>) ->
         }
     };
     outcome.unwrap_or_else(|| canned(503, false))
+}
+
+/// RFC 9112 §3.2: an HTTP/1.1 request carries exactly one Host header, HTTP/1.0 at most one.
+fn host_header_ok(parts: &http::request::Parts) -> bool {
+    let hosts = parts.headers.get_all(http::header::HOST).iter().count();
+    match parts.version {
+        Version::HTTP_11 => hosts == 1,
+        Version::HTTP_10 | Version::HTTP_09 => hosts <= 1,
+        _ => hosts <= 1,
+    }
 }
 
 /// Ends the request in the registry if this future is dropped first (client gone, stop).

@@ -152,3 +152,14 @@ fn http2_prior_knowledge_is_detected_on_the_same_port() {
     let bytes = resp.as_bytes();
     assert!(bytes.len() >= 9 && bytes[3] == 4, "expected a SETTINGS frame, got {resp:?}");
 }
+
+#[test]
+fn http11_request_needs_exactly_one_host_header() {
+    let (_s, port) = server(Dispatch::Inline, |_| {});
+    let none = exchange(port, b"GET / HTTP/1.1\r\n\r\n", WAIT);
+    assert!(none.starts_with("HTTP/1.1 400"), "{none:?}");
+    let two = exchange(port, b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", WAIT);
+    assert!(two.starts_with("HTTP/1.1 400"), "{two:?}");
+    let old = exchange(port, b"GET / HTTP/1.0\r\n\r\n", WAIT);
+    assert!(old.starts_with("HTTP/1.0 200") || old.starts_with("HTTP/1.1 200"), "{old:?}");
+}
