@@ -337,6 +337,9 @@ int main(int argc, char **argv) {
     sigaddset(&stop_signals, SIGINT);
     sigaddset(&stop_signals, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
+    /* A client hanging up mid-answer must not kill the process; say so ourselves rather
+     * than rely on the engine noticing the default disposition. */
+    signal(SIGPIPE, SIG_IGN);
 
     TRY("server_new", ember_server_new(&server));
     snprintf(addr, sizeof addr, "127.0.0.1:%lu", port);
