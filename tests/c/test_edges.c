@@ -372,6 +372,53 @@ static void test_max_connections(void) {
     CHECK_RC(ember_server_free(s), EMBER_OK);
 }
 
+/* ---- zero-copy bodies still on their way when the client stalls or the server goes ---- */
+
+#define STALL_LEN (8 * 1024 * 1024)
+static volatile int stall_released;
+static char *stall_body;
+
+static void release_stall(void *p) {
+    free(p);
+    atomic_inc(&stall_released);
+}
+
+static void big_nocopy(void *ud, ember_request req, const ember_request_info *info) {
+    (void)ud; (void)info;
+    ember_request_respond_nocopy(req, 200, NULL, 0, stall_body, STALL_LEN, release_stall, stall_body);
+}
+
+static void test_nocopy_outlived_by_nothing(void) {
+    static const char req[] = "GET / HTTP/1.1\r\nHost: h\r\n\r\n";
+    ember_server *s;
+    uint16_t port;
+    int fd, round;
+    for (round = 0; round < 2; round++) {
+        s = new_server();
+        stall_released = 0;
+        stall_body = calloc(1, STALL_LEN);
+        CHECK_RC(ember_server_route(s, "GET", "/", big_nocopy, NULL, NULL), EMBER_OK);
+        port = start_server(s);
+        fd = http_connect(port);
+        CHECK(fd >= 0 && http_send(fd, req, sizeof req - 1) == 0);
+        sleep_ms(200); /* the engine is now stuck writing to a client that does not read */
+        CHECK(atomic_get(&stall_released) == 0);
+        if (round == 0) {
+            /* The client leaves: the body is dropped and released once. */
+            close(fd);
+            CHECK(wait_for(&stall_released, 1, 3000));
+            CHECK_RC(ember_server_free(s), EMBER_OK);
+        } else {
+            /* The server goes: once free returns, the host may unload; nothing may be left. */
+            CHECK_RC(ember_server_free(s), EMBER_OK);
+            CHECK(atomic_get(&stall_released) == 1);
+            close(fd);
+        }
+        sleep_ms(50);
+        CHECK(atomic_get(&stall_released) == 1);
+    }
+}
+
 int main(void) {
     h_run("use after answer, bad header bytes", test_use_after_answer);
     h_run("framing: 204, 304, host Content-Length/Transfer-Encoding", test_framing);
@@ -382,5 +429,6 @@ int main(void) {
     h_run("free racing late answers", test_free_racing_answers);
     h_run("stale handle vs slot reuse", test_stale_handle_vs_slot_reuse);
     h_run("max connections", test_max_connections);
+    h_run("nocopy body released when client or server goes mid-write", test_nocopy_outlived_by_nothing);
     return h_finish();
 }

@@ -5,6 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -272,6 +275,53 @@ static void test_engine_404_405(void) {
     CHECK_RC(ember_server_free(s), EMBER_OK);
 }
 
+/* HTTP/1.0 over IPv6 loopback: the version and the bracketed remote address. */
+static int connect6(uint16_t port) {
+    struct sockaddr_in6 a;
+    int fd = socket(AF_INET6, SOCK_STREAM, 0);
+    if (fd < 0) return -1;
+    memset(&a, 0, sizeof a);
+    a.sin6_family = AF_INET6;
+    a.sin6_port = htons(port);
+    a.sin6_addr = in6addr_loopback;
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) { close(fd); return -1; }
+    return fd;
+}
+
+static void test_http10_ipv6(void) {
+    ember_server *s;
+    uint16_t port6 = 0;
+    http_resp r;
+    int fd, probe = socket(AF_INET6, SOCK_STREAM, 0);
+    struct sockaddr_in6 a;
+    static const char req[] = "GET /users/6 HTTP/1.0\r\n\r\n";
+    memset(&a, 0, sizeof a);
+    a.sin6_family = AF_INET6;
+    a.sin6_addr = in6addr_loopback;
+    if (probe < 0 || bind(probe, (struct sockaddr *)&a, sizeof a) != 0) {
+        printf("  (no IPv6 loopback here: skipped)\n");
+        if (probe >= 0) close(probe);
+        return;
+    }
+    close(probe);
+    reset();
+    s = new_server();
+    CHECK_RC(ember_server_listen(s, "[::1]:0"), EMBER_OK);
+    CHECK_RC(ember_server_route(s, "GET", "/users/{id}", inspect, NULL, NULL), EMBER_OK);
+    start_server(s);
+    CHECK_RC(ember_server_port(s, 1, &port6), EMBER_OK);
+    fd = connect6(port6);
+    CHECK(fd >= 0 && http_send(fd, req, sizeof req - 1) == 0 && http_read(fd, &r) == 0);
+    if (fd >= 0) close(fd);
+    CHECK(r.status == 200);
+    CHECK_STR(r.body, r.body_len, "seen");
+    http_free(&r);
+    CHECK(wait_for(&seen.calls, 1, 2000));
+    CHECK(seen.http_version == 10);
+    CHECK(strncmp(seen.remote, "[::1]:", 6) == 0);
+    CHECK_RC(ember_server_free(s), EMBER_OK);
+}
+
 int main(void) {
     h_run("request info and lookups", test_request_info);
     h_run("binary request body", test_body);
@@ -280,5 +330,6 @@ int main(void) {
     h_run("answer after the client left", test_answer_after_client_left);
     h_run("answering twice, refused answers", test_answer_twice);
     h_run("engine 404 and 405", test_engine_404_405);
+    h_run("HTTP/1.0 over IPv6", test_http10_ipv6);
     return h_finish();
 }
