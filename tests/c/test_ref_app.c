@@ -105,7 +105,7 @@ static void check_routes(void) {
         bg_get_join(&g[i]);
         CHECK(g[i].status == 200);
     }
-    CHECK(now_ms() - t0 < 1200);
+    CHECK(now_ms() - t0 < 1400); /* one-at-a-time would take 1500 */
 
     expect(GET("/fail"), 500, "application/json", NULL);
     expect(GET("/"), 200, NULL, NULL); /* still serving */
