@@ -3,7 +3,7 @@ import time
 
 import requests
 
-from rawhttp import RawConn, request_bytes
+from rawhttp import ProtocolError, RawConn, request_bytes
 
 HELLO = b'{"code": 1, "msg": "Hello WebAPI"}'
 
@@ -95,3 +95,43 @@ def test_late_answer_after_503_never_reaches_the_next_request_on_the_connection(
         c.send(request_bytes("GET", "/slow?ms=1500"))
         r = c.read_response(timeout=8)
     assert r.status == 200 and r.body == b'{"slept_ms": 1500}', r
+
+
+def test_header_timeout_applies_to_the_next_request_on_a_keep_alive_connection(app):
+    with RawConn(app.port, timeout=6) as c:
+        c.send(request_bytes("GET", "/"))
+        assert c.read_response().status == 200
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        c.send(b"GET /users/x HTT")
+        r = c.read_response(timeout=5)
+        elapsed = time.monotonic() - t0
+    assert r.status == 408, r
+    assert 0.8 <= elapsed <= 3.0, elapsed
+
+
+def test_header_timeout_applies_to_a_partial_request_pipelined_behind_a_complete_one(app):
+    with RawConn(app.port, timeout=8) as c:
+        t0 = time.monotonic()
+        c.send(request_bytes("GET", "/users/first") + b"GET /users/sec")
+        assert c.read_response().body == b'{"id": "first"}'
+        try:
+            r = c.read_response(timeout=7)
+        except ProtocolError:
+            r = None
+        elapsed = time.monotonic() - t0
+    assert r is not None, "connection closed after %.2f s without a 408" % elapsed
+    assert r.status == 408, r
+    assert elapsed <= 3.0, "408 for the pipelined partial head after %.2f s (header timeout 1 s)" % elapsed
+
+
+def test_slow_body_upload_is_not_cut_by_the_header_timeout(app):
+    # the head arrives at once; the body then takes ~2 s (pauses < idle timeout)
+    parts = [b"a" * 1000] * 5
+    with RawConn(app.port, timeout=8) as c:
+        c.send(request_bytes("POST", "/echo", [("Content-Length", str(sum(map(len, parts))))]))
+        for p in parts:
+            time.sleep(0.45)
+            c.send(p)
+        r = c.read_response()
+    assert r.status == 200 and r.body == b"".join(parts), r
