@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from rawh2 import DATA, END_STREAM, HEADERS, PREFACE, H2Conn, body_of, frame, status_of
+from rawh2 import DATA, END_STREAM, HEADERS, PREFACE, RST_STREAM, H2Conn, body_of, frame, status_of
 
 HELLO = b'{"code": 1, "msg": "Hello WebAPI"}'
 
@@ -184,3 +184,20 @@ def test_http2_handler_timeout_answers_503_after_about_3_s(app, tmp_path):
     elapsed = time.monotonic() - t0
     assert head.startswith("HTTP/2 503"), (rc, head, err)
     assert 2.7 <= elapsed <= 4.5, elapsed
+
+
+def test_http2_stream_reset_before_deferred_answer_does_not_hurt_server(app):
+    with H2Conn(app.port) as h2:
+        h2.request(1, "GET", "/slow?ms=300")
+        time.sleep(0.05)
+        h2.sock.sendall(frame(RST_STREAM, 0, 1, b"\x00\x00\x00\x08"))   # CANCEL
+        time.sleep(0.5)   # the app answers the cancelled stream meanwhile
+        h2.request(3, "GET", "/users/after-reset")
+        frames = h2.read_streams([3])[3]
+    assert status_of(frames) == 200 and body_of(frames) == b'{"id": "after-reset"}'
+    with H2Conn(app.port) as h2:          # and a connection dropped mid-stream
+        h2.request(1, "GET", "/slow?ms=200")
+    time.sleep(0.4)
+    with H2Conn(app.port) as h2:
+        h2.request(1, "GET", "/")
+        assert body_of(h2.read_streams([1])[1]) == HELLO

@@ -117,9 +117,10 @@ def test_negative_content_length_gets_400(app):
     assert r.status == 400, r
 
 
-def test_invalid_chunk_size_gets_400_and_nothing_smuggled(app):
+@pytest.mark.parametrize("size", [b"zz", b"ffffffffffffffffff", b"-5"], ids=["non-hex", "overflow", "negative"])
+def test_invalid_chunk_size_gets_400_and_nothing_smuggled(app, size):
     data = (b"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
-            b"zz\r\nhello\r\n0\r\n\r\n" + SMUGGLED)
+            + size + b"\r\nhello\r\n0\r\n\r\n" + SMUGGLED)
     r, closed, extra = _bad_request(app, data)
     assert r.status == 400, r
     assert b"HTTP/1." not in extra and closed
@@ -146,3 +147,24 @@ def test_http11_request_with_two_host_headers_gets_400(app):
     # RFC 9112 3.2: ... and to any request with more than one Host header field line
     r = exchange(app.port, b"GET /users/twohosts HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n")
     assert r.status == 400, r
+
+
+def test_transfer_encoding_in_http10_request_never_answers_a_smuggled_request(app):
+    # RFC 9112 6.1: HTTP/1.0 + Transfer-Encoding means faulty framing; close after processing
+    data = (b"POST /echo HTTP/1.0\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n"
+            b"0\r\n\r\n" + SMUGGLED)
+    with RawConn(app.port, timeout=5) as c:
+        c.send(data)
+        try:
+            c.read_response(timeout=5)
+        except ProtocolError:
+            pass
+        closed, extra, _ = c.wait_closed(3.0)
+    assert b"SMUGGLED" not in extra and b"HTTP/1." not in extra, extra[:300]
+    assert closed
+
+
+def test_lower_case_method_is_not_treated_as_get(app):
+    # methods are case-sensitive: "get" is not GET
+    r = exchange(app.port, b"get / HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert r.status in (400, 405, 501), r

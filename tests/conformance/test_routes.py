@@ -70,6 +70,10 @@ def test_users_unicode_id_sent_by_requests_is_decoded(app):
     assert _user(app, "/users/Zürich") == {"id": "Zürich"}
 
 
+def test_users_query_string_is_not_part_of_the_id(app):
+    assert _user(app, "/users/42?x=1&y=%2F") == {"id": "42"}
+
+
 def test_users_with_empty_id_or_extra_segment_is_404(app):
     assert requests.get(app.url + "/users/", timeout=5).status_code == 404
     assert requests.get(app.url + "/users/1/extra", timeout=5).status_code == 404
