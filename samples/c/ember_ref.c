@@ -91,6 +91,7 @@ static int str_eq(ember_str a, const char *b) {
 /* ---- answering ---- */
 
 static const char JSON_TYPE[] = "Content-Type: application/json";
+static const char OOM[] = "{\"error\": \"out of memory\"}";
 
 /* The engine's error message must be copied before the next ember_ call replaces it. */
 static void log_failure(const char *what, ember_result rc) {
@@ -106,7 +107,7 @@ static void respond(ember_request req, uint16_t status, const char *headers, con
 }
 
 static void respond_buf(ember_request req, buf *b) {
-    if (b->oom) respond(req, 500, JSON_TYPE, "{\"error\": \"out of memory\"}", 26);
+    if (b->oom) respond(req, 500, JSON_TYPE, OOM, sizeof OOM - 1);
     else respond(req, 200, JSON_TYPE, b->p, b->len);
     free(b->p);
 }
@@ -132,6 +133,8 @@ static void on_user(void *ud, ember_request req, const ember_request_info *info)
     respond_buf(req, &b);
 }
 
+static const char OCTETS[] = "Content-Type: application/octet-stream";
+
 static void on_echo(void *ud, ember_request req, const ember_request_info *info) {
     buf h = {0};
     size_t i;
@@ -145,14 +148,13 @@ static void on_echo(void *ud, ember_request req, const ember_request_info *info)
         }
     }
     if (!found) buf_adds(&h, "application/octet-stream");
-    if (h.oom) respond(req, 500, JSON_TYPE, "{\"error\": \"out of memory\"}", 26);
+    if (h.oom) respond(req, 500, JSON_TYPE, OOM, sizeof OOM - 1);
     else {
         ember_result rc = ember_request_respond(req, 200, h.p, h.len, info->body.ptr, info->body.len);
         /* A Content-Type the engine will not send back (odd bytes) must not leave the
          * request hanging until the handler timeout. */
         if (rc == EMBER_ERR_INVALID_ARG)
-            rc = ember_request_respond(req, 200, "Content-Type: application/octet-stream", 38, info->body.ptr,
-                                       info->body.len);
+            rc = ember_request_respond(req, 200, OCTETS, sizeof OCTETS - 1, info->body.ptr, info->body.len);
         if (rc != EMBER_OK && rc != EMBER_ERR_CLIENT_GONE) log_failure("respond /echo", rc);
     }
     free(h.p);
@@ -263,7 +265,7 @@ static void on_slow(void *ud, ember_request req, const ember_request_info *info)
     int err;
     (void)ud;
     job = malloc(sizeof *job);
-    if (!job) { respond(req, 500, JSON_TYPE, "{\"error\": \"out of memory\"}", 26); return; }
+    if (!job) { respond(req, 500, JSON_TYPE, OOM, sizeof OOM - 1); return; }
     job->req = req; /* the info views die with the request; the id is all we keep */
     if (!query_ms(info->query, &job->ms)) {
         free(job);
@@ -277,7 +279,7 @@ static void on_slow(void *ud, ember_request req, const ember_request_info *info)
     if (err != 0) {
         free(job);
         fprintf(stderr, "ember_ref: /slow: pthread_create: %s\n", strerror(err));
-        respond(req, 500, JSON_TYPE, "{\"error\": \"no thread\"}", 22);
+        respond(req, 500, JSON_TYPE, "{\"error\": \"no thread\"}", sizeof "{\"error\": \"no thread\"}" - 1);
     }
 }
 
