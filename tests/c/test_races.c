@@ -66,7 +66,24 @@ static void defer(void *ud, ember_request req, const ember_request_info *info) {
     if (pthread_create(&t, NULL, answer_job, j) == 0) pthread_detach(t);
 }
 
-static void test_answer_vs_timeout(void) {
+/* After the dust settles no request or connection may be left on the books. */
+static void check_settled(ember_server *s, int requests) {
+    ember_stats st;
+    uint64_t end = now_ms() + 2000;
+    do {
+        CHECK_RC(ember_server_stats(s, &st), EMBER_OK);
+        if (st.active_requests == 0 && st.active_connections == 0) break;
+        sleep_ms(10);
+    } while (now_ms() < end);
+    CHECK(st.active_requests == 0);
+    CHECK(st.active_connections == 0);
+    CHECK(st.requests == (uint64_t)requests);
+    if (st.active_requests || st.active_connections || st.requests != (uint64_t)requests)
+        fprintf(stderr, "    stats: requests %lu, active requests %lu, active connections %lu\n",
+                (unsigned long)st.requests, (unsigned long)st.active_requests, (unsigned long)st.active_connections);
+}
+
+static void answer_vs_timeout(int32_t mode) {
     ember_server *s = new_server();
     bg_get g[N];
     char targets[N][24];
@@ -74,6 +91,7 @@ static void test_answer_vs_timeout(void) {
     int i, ok = 0, late = 0;
     memset(&r, 0, sizeof r);
     r.delay_ms = 50;
+    CHECK_RC(ember_server_set_dispatch(s, mode), EMBER_OK);
     CHECK_RC(ember_server_set_limit(s, EMBER_LIMIT_HANDLER_TIMEOUT_MS, 50), EMBER_OK);
     CHECK_RC(ember_server_route(s, "GET", "/race", defer, NULL, NULL), EMBER_OK);
     port = start_server(s);
@@ -91,8 +109,12 @@ static void test_answer_vs_timeout(void) {
     }
     CHECK(ok > 0 && late > 0); /* the jitter really straddled the timeout */
     printf("  answer vs timeout: %d answered, %d timed out\n", ok, late);
+    check_settled(s, N);
     CHECK_RC(ember_server_free(s), EMBER_OK);
 }
+
+static void test_answer_vs_timeout(void) { answer_vs_timeout(EMBER_DISPATCH_POOL); }
+static void test_answer_vs_timeout_inline(void) { answer_vs_timeout(EMBER_DISPATCH_INLINE); }
 
 /* The client closes while the answer is on its way; nocopy bodies are released once. */
 static void test_answer_vs_client_leaving(void) {
@@ -121,6 +143,7 @@ static void test_answer_vs_client_leaving(void) {
     }
     sleep_ms(100);
     for (i = 0; i < N; i++) CHECK(atomic_get(&r.released[i]) == 1);
+    check_settled(s, N);
     CHECK_RC(ember_server_free(s), EMBER_OK);
 }
 
@@ -224,6 +247,7 @@ static void test_keep_alive_inline(void) { run_keep_alive(EMBER_DISPATCH_INLINE)
 
 int main(void) {
     h_run("answer racing the handler timeout", test_answer_vs_timeout);
+    h_run("answer racing the handler timeout, inline", test_answer_vs_timeout_inline);
     h_run("answer racing a departing client", test_answer_vs_client_leaving);
     h_run("stop under load", test_stop_under_load);
     h_run("8 keep-alive clients x 100, pool", test_keep_alive_pool);
