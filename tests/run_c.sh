@@ -22,7 +22,8 @@ run_one() {
   local log rc last
   log="$(mktemp)"
   set +e
-  "$@" >"$log" 2>&1
+  # The programs' own watchdog covers each test; this covers a hang at exit.
+  timeout --kill-after=10 600 "$@" >"$log" 2>&1
   rc=$?
   set -e
   last="$(tail -n 1 "$log")"
