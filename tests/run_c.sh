@@ -77,7 +77,8 @@ run_suite plain "$root/samples/c/ember_ref"
 
 echo "== tests (AddressSanitizer + UBSan)"
 make -C tests/c OUT="$out/asan" SANITIZE=1
-for bin in test_abi test_ref_app ember_ref header_cxx; do
+for bin in test_abi test_lifecycle test_requests test_dispatch test_races test_edges test_ref_app ember_ref \
+           header_c99 header_cxx; do
   # The sanitizer must really be in there, or this half proves nothing.
   # (Captured first: grep -q closing the pipe early would trip pipefail.)
   libs="$(ldd "$out/asan/$bin")"
@@ -86,6 +87,11 @@ for bin in test_abi test_ref_app ember_ref header_cxx; do
     echo "---- $bin is not linked with libasan/libubsan"; broken+=("asan link: $bin"); total_fail=$((total_fail + 1))
   fi
 done
+# And its runtime really starts (help=1 makes ASan list its flags at startup).
+asan_help="$(ASAN_OPTIONS=help=1 "$out/asan/header_c99" 2>&1 || true)"
+if [[ "$asan_help" != *"Available flags for AddressSanitizer"* ]]; then
+  echo "---- ASan runtime did not start"; broken+=("asan runtime"); total_fail=$((total_fail + 1))
+fi
 export ASAN_OPTIONS="abort_on_error=1:detect_leaks=1:strict_string_checks=1:check_initialization_order=1"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
 run_suite asan "$out/asan/ember_ref"
