@@ -419,6 +419,91 @@ static void test_nocopy_outlived_by_nothing(void) {
     }
 }
 
+/* ---- the info views stay readable as long as the contract says (ASan watches the reads) ---- */
+
+#define VIEW_BODY_LEN (64 * 1024)
+static struct {
+    ember_request_info info; /* a copy of the struct; its views point into the engine */
+    ember_request req;
+    volatile int in_handler, done;
+    int views_ok;
+    ember_result rc;
+} v;
+
+static int views_intact(const ember_request_info *info) {
+    size_t i, sum = 0;
+    int ok = info->method.len == 4 && memcmp(info->method.ptr, "POST", 4) == 0 &&
+             info->path.len == 7 && memcmp(info->path.ptr, "/view/7", 7) == 0 &&
+             info->query.len == 3 && memcmp(info->query.ptr, "q=1", 3) == 0 &&
+             info->body.len == VIEW_BODY_LEN && info->param_count == 1 &&
+             info->params[0].value.len == 1 && info->params[0].value.ptr[0] == '7';
+    for (i = 0; ok && i < info->body.len; i++) ok = info->body.ptr[i] == (char)('A' + i % 26);
+    for (i = 0; i < info->header_count; i++) sum += info->headers[i].name.len + info->headers[i].value.len;
+    for (i = 0; i < info->remote_addr.len; i++) sum += (unsigned char)info->remote_addr.ptr[i];
+    for (i = 0; i < info->route.len; i++) sum += (unsigned char)info->route.ptr[i];
+    return ok && sum > 0;
+}
+
+/* Pool handler outliving the handler timeout: the 503 is sent, the views still hold. */
+static void slow_reader(void *ud, ember_request req, const ember_request_info *info) {
+    (void)ud;
+    atomic_inc(&v.in_handler);
+    sleep_ms(250);
+    v.views_ok = views_intact(info);
+    v.rc = ember_request_respond(req, 200, NULL, 0, "late", 4);
+    atomic_inc(&v.done);
+}
+
+/* Deferred: the views are read from another thread after the client has gone. */
+static void keep_views(void *ud, ember_request req, const ember_request_info *info) {
+    (void)ud;
+    v.info = *info;
+    v.req = req;
+    atomic_inc(&v.in_handler);
+}
+
+static int send_view_request(uint16_t port) {
+    char head[160];
+    char *body = malloc(VIEW_BODY_LEN);
+    int fd = http_connect(port), n, i;
+    for (i = 0; i < VIEW_BODY_LEN; i++) body[i] = (char)('A' + i % 26);
+    n = snprintf(head, sizeof head, "POST /view/7?q=1 HTTP/1.1\r\nHost: h\r\nContent-Length: %d\r\n\r\n", VIEW_BODY_LEN);
+    CHECK(fd >= 0 && http_send(fd, head, (size_t)n) == 0 && http_send(fd, body, VIEW_BODY_LEN) == 0);
+    free(body);
+    return fd;
+}
+
+static void test_views_lifetime(void) {
+    ember_server *s = new_server();
+    http_resp r;
+    uint16_t port;
+    int fd;
+    memset(&v, 0, sizeof v);
+    CHECK_RC(ember_server_set_limit(s, EMBER_LIMIT_HANDLER_TIMEOUT_MS, 50), EMBER_OK);
+    CHECK_RC(ember_server_route(s, "POST", "/view/{id}", slow_reader, NULL, NULL), EMBER_OK);
+    port = start_server(s);
+    fd = send_view_request(port);
+    CHECK(fd >= 0 && http_read(fd, &r) == 0 && r.status == 503);
+    http_free(&r);
+    CHECK(wait_for(&v.done, 1, 3000));
+    CHECK(v.views_ok);
+    CHECK_RC(v.rc, EMBER_ERR_TIMED_OUT);
+    if (fd >= 0) close(fd);
+    CHECK_RC(ember_server_free(s), EMBER_OK);
+
+    s = new_server();
+    memset(&v, 0, sizeof v);
+    CHECK_RC(ember_server_route(s, "POST", "/view/{id}", keep_views, NULL, NULL), EMBER_OK);
+    port = start_server(s);
+    fd = send_view_request(port);
+    CHECK(wait_for(&v.in_handler, 1, 3000));
+    if (fd >= 0) close(fd);
+    sleep_ms(200); /* the engine has noticed; the request is still unanswered */
+    CHECK(views_intact(&v.info));
+    CHECK_RC(ember_request_respond(v.req, 200, NULL, 0, "x", 1), EMBER_ERR_CLIENT_GONE);
+    CHECK_RC(ember_server_free(s), EMBER_OK);
+}
+
 int main(void) {
     h_run("use after answer, bad header bytes", test_use_after_answer);
     h_run("framing: 204, 304, host Content-Length/Transfer-Encoding", test_framing);
@@ -430,5 +515,7 @@ int main(void) {
     h_run("stale handle vs slot reuse", test_stale_handle_vs_slot_reuse);
     h_run("max connections", test_max_connections);
     h_run("nocopy body released when client or server goes mid-write", test_nocopy_outlived_by_nothing);
+    /* Last: under ASan a use-after-free here aborts the program. */
+    h_run("info views outlive a timeout mid-handler and a departed client", test_views_lifetime);
     return h_finish();
 }
