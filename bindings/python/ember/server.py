@@ -107,9 +107,17 @@ class _Route:
             getattr(fn, "__call__", None))
 
 
+def _unshared_refcount() -> int:
+    # What getrefcount reports for an object only a local variable holds; measured
+    # rather than assumed, since interpreters differ in which references they count.
+    request = Request(0, None)
+    return sys.getrefcount(request)
+
+
 def _make_dispatch(table: list, runner: LoopRunner) -> Callable[[int, int, int], None]:
     """The function behind the server's single handler callback."""
     getrefcount = sys.getrefcount
+    unshared = _unshared_refcount()
     respond = _lib.lib.ember_request_respond
     OK = _lib.OK
     submit = runner.submit
@@ -124,9 +132,9 @@ def _make_dispatch(table: list, runner: LoopRunner) -> Callable[[int, int, int],
                 submit(fn, request)
                 return
             result = fn(request)
-            # Two references are this frame's and getrefcount's own; more means the
-            # handler kept the request, which must then not point into engine memory.
-            if getrefcount(request) > 2:
+            # More references than a bare local has means the handler kept the request,
+            # which must then not point into engine memory after the answer.
+            if getrefcount(request) > unshared:
                 request._detach()
             if type(result) is not Response:
                 if result is None and request._deferred is not None:
