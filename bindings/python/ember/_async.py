@@ -8,6 +8,7 @@ thread. The loop is the binding's own, in a daemon thread, unless the user gives
 from __future__ import annotations
 
 import asyncio
+import collections
 import threading
 from typing import Any, Callable
 
@@ -24,6 +25,8 @@ class LoopRunner:
         self.thread: threading.Thread | None = None
         # The loop only keeps weak references to tasks; these keep running ones alive.
         self._tasks: set[asyncio.Task] = set()
+        self._pending: collections.deque = collections.deque()
+        self._wake_sent = False
 
     @property
     def thread_ident(self) -> int | None:
@@ -47,7 +50,20 @@ class LoopRunner:
 
     def submit(self, fn: Callable[[Request], Any] | None, request: Request, awaitable: Any = None) -> None:
         """Schedules ``fn(request)`` (or an awaitable already made) from any thread."""
-        self.loop.call_soon_threadsafe(self._spawn, fn, request, awaitable)
+        # Each call_soon_threadsafe wakes the loop through its self-pipe (a syscall and a
+        # thread switch); under load one wake-up takes every request queued meanwhile.
+        self._pending.append((fn, request, awaitable))
+        if not self._wake_sent:
+            self._wake_sent = True
+            self.loop.call_soon_threadsafe(self._drain)
+
+    def _drain(self) -> None:
+        # Cleared before popping: a submit that sees it cleared sends a new wake-up, and
+        # one that still saw it set appended before the loop below empties the queue.
+        self._wake_sent = False
+        pending = self._pending
+        while pending:
+            self._spawn(*pending.popleft())
 
     def _spawn(self, fn: Callable | None, request: Request, awaitable: Any) -> None:
         try:
