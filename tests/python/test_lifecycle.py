@@ -318,3 +318,28 @@ def test_wait_inside_a_handler_returns_after_its_timeout():
         assert requests.get("http://127.0.0.1:%d/" % port, timeout=5).json() == {"done": False, "waited": 0.3}
     finally:
         app.stop()
+
+
+def test_engine_calls_do_not_hold_the_gil():
+    app = _hello_app()
+    app.start()
+    counter = [0]
+    running = [True]
+
+    def spin():
+        while running[0]:
+            counter[0] += 1
+
+    t = threading.Thread(target=spin)
+    t.start()
+    try:
+        time.sleep(0.05)
+        before = counter[0]
+        assert app.wait(0.5) is False  # blocks in ember_server_wait slices
+        during_wait = counter[0] - before
+        before = counter[0]
+        app.stop(timeout=1)
+        assert during_wait > 1000, during_wait
+    finally:
+        running[0] = False
+        t.join()
