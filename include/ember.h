@@ -124,9 +124,11 @@ typedef struct ember_header {
 } ember_header;
 
 /**
- * Everything a handler usually needs, in one struct. All views are owned by the engine
- * and stay valid until the request is answered, and at least until the handler
- * callback returns; copy what you need before answering later from another thread.
+ * Everything a handler usually needs, in one struct. All views are owned by the engine.
+ * They stay valid until the host's first `ember_request_respond*` call on this request
+ * (whatever it returns) or until the server stops, whichever comes first; also when the
+ * handler timeout or a departing client ended the request meanwhile. Always answer:
+ * that is also what releases an expired request's memory before stop.
  */
 typedef struct ember_request_info {
   /**
@@ -190,8 +192,8 @@ typedef void (*ember_thread_fn)(void *user_data);
 
 /**
  * A route handler. Called once per matching request with the request's handle and its
- * fields (`info`, valid until the request is answered and at least until this call
- * returns). Answer with `ember_request_respond` inside the call, or return and answer
+ * fields (`info`: its views stay valid until your first answer call on `req`, whatever
+ * it returns, or until the server stops). Answer with `ember_request_respond` inside the call, or return and answer
  * later from any thread (deferred). Runs on a pool thread (`EMBER_DISPATCH_POOL`) or on an
  * I/O thread (`EMBER_DISPATCH_INLINE`, must not block). Must not unwind (no C++ throw).
  */
@@ -316,6 +318,9 @@ const char *ember_last_error(void);
  * `*out_len` (NULL is fine) receives the message's full length without the NUL.
  * Returns `EMBER_ERR_BUFFER_TOO_SMALL` when the message was cut. `buf` may be NULL only
  * when `cap` is 0 (to ask for the length).
+ *
+ * Unlike every other function, this one never changes the last error itself, so asking
+ * for the length first and copying second returns the original message.
  */
 ember_result ember_last_error_copy(char *buf, size_t cap, size_t *out_len);
 

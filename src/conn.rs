@@ -35,6 +35,9 @@ pub(crate) struct ConnState {
     head_since: AtomicU64,
     last_activity: AtomicU64,
     started: AtomicBool,
+    /// The bytes read so far end where a request head ends (CRLF CRLF): nothing partial
+    /// can be waiting behind them in hyper's buffer.
+    at_boundary: AtomicBool,
 }
 
 impl ConnState {
@@ -48,20 +51,30 @@ impl ConnState {
     }
 
     /// Called when a request head is complete and handed to the service.
-    pub fn request_started(self: &Arc<Self>) -> InFlight {
+    pub fn request_started(self: &Arc<Self>, bodiless: bool) -> InFlight {
         self.in_flight.fetch_add(1, Relaxed);
         self.head_since.store(0, Relaxed);
-        InFlight(self.clone())
+        InFlight { conn: self.clone(), bodiless }
     }
 }
 
 /// Marks one request as being handled until dropped.
-pub(crate) struct InFlight(Arc<ConnState>);
+pub(crate) struct InFlight {
+    conn: Arc<ConnState>,
+    bodiless: bool,
+}
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.0.last_activity.store(now_ms(), Relaxed);
-        self.0.in_flight.fetch_sub(1, Relaxed);
+        let c = &self.conn;
+        let now = now_ms();
+        c.last_activity.store(now, Relaxed);
+        // Bytes read with a bodiless request that do not end at a head boundary are the
+        // start of a pipelined request: its header clock starts now.
+        if self.bodiless && !c.at_boundary.load(Relaxed) && c.head_since.load(Relaxed) == 0 {
+            c.head_since.store(now, Relaxed);
+        }
+        c.in_flight.fetch_sub(1, Relaxed);
     }
 }
 
@@ -70,6 +83,8 @@ struct Watched {
     stream: TcpStream,
     state: Arc<ConnState>,
     run: Arc<Run>,
+    /// The last four bytes read, across reads.
+    tail: [u8; 4],
 }
 
 impl AsyncRead for Watched {
@@ -79,6 +94,15 @@ impl AsyncRead for Watched {
         let res = Pin::new(&mut this.stream).poll_read(cx, buf);
         if let Poll::Ready(Ok(())) = res {
             let n = buf.filled().len() - before;
+            if n > 0 {
+                let fresh = &buf.filled()[before..];
+                let keep = 4usize.saturating_sub(fresh.len());
+                let mut tail = [0u8; 4];
+                tail[..keep].copy_from_slice(&this.tail[4 - keep..]);
+                tail[keep..].copy_from_slice(&fresh[fresh.len() - (4 - keep)..]);
+                this.tail = tail;
+                this.state.at_boundary.store(&tail == b"\r\n\r\n" || tail[2..] == *b"\n\n", Relaxed);
+            }
             this.state.on_read(n);
             this.run.counters.bytes_read.fetch_add(n as u64, Relaxed);
         }
@@ -127,6 +151,7 @@ pub(crate) async fn serve(stream: TcpStream, remote: SocketAddr, run: Arc<Run>, 
         head_since: AtomicU64::new(0),
         last_activity: AtomicU64::new(now_ms()),
         started: AtomicBool::new(false),
+        at_boundary: AtomicBool::new(true),
     });
     let fd = stream.as_raw_fd();
     let work = drive(stream, state.clone(), run.clone(), shutdown);
@@ -192,11 +217,22 @@ fn check(state: &ConnState, limits: &crate::config::Limits) -> Verdict {
 }
 
 /// Writes a last word on a socket hyper still owns; the caller closes the connection
-/// right after, so nothing interleaves with hyper's own writes.
+/// right after, so nothing interleaves with hyper's own writes. Unread input is drained
+/// first: closing over it would send a reset that can destroy the answer in flight.
 fn send_raw(fd: RawFd, bytes: &[u8]) {
     // SAFETY: the stream owning fd is alive inside the pinned `work` future of the caller.
-    let fd = unsafe { BorrowedFd::borrow_raw(fd) };
-    let _ = socket2::SockRef::from(&fd).send(bytes);
+    let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
+    let sock = socket2::SockRef::from(&borrowed);
+    let mut scratch = [0u8; 4096];
+    for _ in 0..16 {
+        // SAFETY: recv into a local buffer of the stated size.
+        let n = unsafe { libc::recv(fd, scratch.as_mut_ptr().cast(), scratch.len(), libc::MSG_DONTWAIT) };
+        if n <= 0 {
+            break;
+        }
+    }
+    let _ = sock.send(bytes);
+    let _ = sock.shutdown(std::net::Shutdown::Write);
 }
 
 /// Waits for enough bytes to tell HTTP/2 prior knowledge from HTTP/1. None = closed.
@@ -225,7 +261,7 @@ async fn drive(stream: TcpStream, state: Arc<ConnState>, run: Arc<Run>, mut shut
         _ => return,
     };
     state.is_h2.store(is_h2, Relaxed);
-    let io = TokioIo::new(Watched { stream, state: state.clone(), run: run.clone() });
+    let io = TokioIo::new(Watched { stream, state: state.clone(), run: run.clone(), tail: [0; 4] });
     let svc = {
         let (run, state) = (run.clone(), state.clone());
         hyper::service::service_fn(move |req| service::handle(run.clone(), state.clone(), req))

@@ -20,12 +20,13 @@ const REUSE_AFTER: usize = 1024;
 enum State {
     Pending { tx: Option<oneshot::Sender<Answer>>, data: Option<Arc<RequestData>> },
     Answered,
-    TimedOut,
-    Gone,
+    TimedOut(Option<Arc<RequestData>>),
+    Gone(Option<Arc<RequestData>>),
 }
 
 struct Slot {
     generation: u32,
+    server: u64,
     state: State,
 }
 
@@ -56,8 +57,8 @@ fn invalid(id: u64) -> Error {
     Error::new(ErrorKind::InvalidHandle, format!("request handle {id:#x} is not one this library issued or is too old"))
 }
 
-/// Reserves a slot; the answer will arrive on the returned receiver.
-pub(crate) fn begin() -> (u64, oneshot::Receiver<Answer>) {
+/// Reserves a slot for one of `server`'s requests; the answer arrives on the receiver.
+pub(crate) fn begin(server: u64) -> (u64, oneshot::Receiver<Answer>) {
     let (tx, rx) = oneshot::channel();
     let shard_no = TABLE.next.fetch_add(1, Ordering::Relaxed) % SHARDS;
     let mut shard = TABLE.shards[shard_no].lock();
@@ -67,9 +68,10 @@ pub(crate) fn begin() -> (u64, oneshot::Receiver<Answer>) {
         let slot = &mut shard.slots[index as usize];
         slot.generation = slot.generation.wrapping_add(1).max(1);
         slot.state = state;
+        slot.server = server;
         index
     } else {
-        shard.slots.push(Slot { generation: 1, state });
+        shard.slots.push(Slot { generation: 1, server, state });
         (shard.slots.len() - 1) as u32
     };
     let generation = shard.slots[index as usize].generation;
@@ -99,7 +101,7 @@ fn with_slot<T>(id: u64, f: impl FnOnce(&mut Slot) -> Result<T>) -> Result<T> {
 fn not_pending(id: u64, state: &State) -> Error {
     match state {
         State::Answered => Error::new(ErrorKind::AlreadyAnswered, format!("request {id:#x} was already answered")),
-        State::TimedOut => Error::new(ErrorKind::TimedOut, format!("request {id:#x} was already answered by the handler timeout")),
+        State::TimedOut(_) => Error::new(ErrorKind::TimedOut, format!("request {id:#x} was already answered by the handler timeout")),
         _ => Error::new(ErrorKind::ClientGone, format!("request {id:#x}: the client disconnected or the server stopped")),
     }
 }
@@ -117,23 +119,71 @@ pub(crate) fn is_pending(id: u64) -> bool {
     with_slot(id, |slot| Ok(matches!(slot.state, State::Pending { .. }))).unwrap_or(false)
 }
 
-fn retire(id: u64, new_state: State) -> Result<oneshot::Sender<Answer>> {
-    let (shard, index, _) = split(id).ok_or_else(|| invalid(id))?;
-    let tx = with_slot(id, |slot| match std::mem::replace(&mut slot.state, new_state) {
-        State::Pending { tx, .. } => Ok(tx),
-        old => {
-            let err = not_pending(id, &old);
-            slot.state = old;
-            Err(err)
+/// Moves a pending request to `new_state`, handing back its sender. A request that ended
+/// without the host (timeout, gone) keeps its data; the host's next answer attempt
+/// releases it.
+fn retire(id: u64, to_answered: bool, timed_out: bool) -> Result<Option<oneshot::Sender<Answer>>> {
+    let (shard_no, index, generation) = split(id).ok_or_else(|| invalid(id))?;
+    let mut shard = TABLE.shards[shard_no].lock();
+    let slot = match shard.slots.get_mut(index) {
+        Some(slot) if slot.generation == generation => slot,
+        _ => return Err(invalid(id)),
+    };
+    let old = std::mem::replace(&mut slot.state, State::Answered);
+    let (result, reusable) = match old {
+        State::Pending { tx, data } => {
+            let keeps_data = !to_answered && data.is_some();
+            if !to_answered {
+                slot.state = if timed_out { State::TimedOut(data) } else { State::Gone(data) };
+            }
+            (Ok(tx), !keeps_data)
         }
-    })?;
-    TABLE.shards[shard].lock().free.push_back(index as u32);
-    tx.ok_or_else(|| invalid(id))
+        // The host's answer attempt on a request that ended without it: report why, and
+        // release the data it no longer needs.
+        State::TimedOut(data) if to_answered => {
+            slot.state = State::TimedOut(None);
+            (Err(not_pending(id, &slot.state)), data.is_some())
+        }
+        State::Gone(data) if to_answered => {
+            slot.state = State::Gone(None);
+            (Err(not_pending(id, &slot.state)), data.is_some())
+        }
+        // An expiry that lost the race changes nothing.
+        other => {
+            let err = not_pending(id, &other);
+            slot.state = other;
+            (Err(err), false)
+        }
+    };
+    if reusable {
+        shard.free.push_back(index as u32);
+    }
+    result
+}
+
+/// Releases what the host never answered once its server has stopped.
+pub(crate) fn purge_server(server: u64) {
+    for shard in &TABLE.shards {
+        let mut shard = shard.lock();
+        let mut freed = Vec::new();
+        for (index, slot) in shard.slots.iter_mut().enumerate() {
+            if slot.server != server {
+                continue;
+            }
+            if let State::TimedOut(data) | State::Gone(data) = &mut slot.state {
+                if data.take().is_some() {
+                    freed.push(index as u32);
+                }
+            }
+        }
+        shard.free.extend(freed);
+    }
 }
 
 /// Takes the right to answer: after this, every other answer is refused.
 pub(crate) fn claim(id: u64) -> Result<Claim> {
-    Ok(Claim { id, tx: retire(id, State::Answered)? })
+    let tx = retire(id, true, false)?.ok_or_else(|| invalid(id))?;
+    Ok(Claim { id, tx })
 }
 
 /// The one answer a request may still receive.
@@ -145,7 +195,7 @@ pub(crate) struct Claim {
 impl Claim {
     pub fn send(self, answer: Answer) -> Result<()> {
         let id = self.id;
-        self.tx.send(answer).map_err(|_| not_pending(id, &State::Gone))
+        self.tx.send(answer).map_err(|_| not_pending(id, &State::Gone(None)))
     }
 }
 
@@ -157,7 +207,7 @@ pub(crate) fn answer(id: u64, answer: Answer) -> Result<()> {
 /// Ends a request the host did not answer: `timed_out` or the client went away.
 /// Returns false if the host's answer won the race.
 pub(crate) fn expire(id: u64, timed_out: bool) -> bool {
-    retire(id, if timed_out { State::TimedOut } else { State::Gone }).is_ok()
+    retire(id, false, timed_out).is_ok()
 }
 
 #[cfg(test)]
@@ -171,7 +221,7 @@ mod tests {
 
     #[test]
     fn second_answer_is_refused_and_first_is_delivered() {
-        let (id, mut rx) = begin();
+        let (id, mut rx) = begin(1);
         assert_ne!(id, 0);
         answer(id, ok()).unwrap();
         assert_eq!(answer(id, ok()).unwrap_err().kind, ErrorKind::AlreadyAnswered);
@@ -180,14 +230,44 @@ mod tests {
 
     #[test]
     fn answer_after_timeout_or_departure_names_the_reason() {
-        let (a, _rx) = begin();
+        let (a, _rx) = begin(1);
         assert!(expire(a, true));
         assert_eq!(answer(a, ok()).unwrap_err().kind, ErrorKind::TimedOut);
-        let (b, rx) = begin();
+        let (b, rx) = begin(1);
         drop(rx);
         assert!(expire(b, false));
         assert_eq!(answer(b, ok()).unwrap_err().kind, ErrorKind::ClientGone);
         assert!(!expire(b, true));
+    }
+
+    #[test]
+    fn views_of_an_expired_request_live_until_the_hosts_answer_attempt() {
+        let (id, _rx) = begin(77);
+        let data = Arc::new(RequestData::new(crate::request::Parts {
+            id,
+            method: "GET",
+            path: "/p",
+            query: "",
+            remote_addr: "127.0.0.1:1",
+            route: "/p",
+            headers: &http::HeaderMap::new(),
+            params: &[],
+            body: Bytes::new(),
+            http_version: 11,
+        }));
+        attach(id, data.clone());
+        assert!(expire(id, false));
+        assert_eq!(Arc::strong_count(&data), 2, "the registry still holds the data");
+        assert!(!expire(id, true), "a second expiry changes nothing");
+        assert_eq!(Arc::strong_count(&data), 2);
+        assert_eq!(answer(id, ok()).unwrap_err().kind, ErrorKind::ClientGone);
+        assert_eq!(Arc::strong_count(&data), 1, "the answer attempt released it");
+        let (id2, _rx2) = begin(78);
+        attach(id2, data.clone());
+        assert!(expire(id2, true));
+        purge_server(78);
+        assert_eq!(Arc::strong_count(&data), 1, "stop released it");
+        assert_eq!(answer(id2, ok()).unwrap_err().kind, ErrorKind::TimedOut);
     }
 
     #[test]

@@ -30,9 +30,11 @@ pub struct HeaderView {
     pub value: StrView,
 }
 
-/// Everything a handler usually needs, in one struct. All views are owned by the engine
-/// and stay valid until the request is answered, and at least until the handler
-/// callback returns; copy what you need before answering later from another thread.
+/// Everything a handler usually needs, in one struct. All views are owned by the engine.
+/// They stay valid until the host's first `ember_request_respond*` call on this request
+/// (whatever it returns) or until the server stops, whichever comes first; also when the
+/// handler timeout or a departing client ended the request meanwhile. Always answer:
+/// that is also what releases an expired request's memory before stop.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct RequestInfo {

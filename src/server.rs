@@ -240,10 +240,13 @@ impl Server {
         match std::mem::replace(&mut *phase, Phase::Stopping) {
             Phase::Running(running) => {
                 drop(phase);
-                self.shut_down(*running, timeout);
+                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.shut_down(*running, timeout)));
                 *self.phase.lock() = Phase::Stopped;
                 self.ports.lock().clear();
                 self.stopped.notify_all();
+                if let Err(panic) = outcome {
+                    std::panic::resume_unwind(panic);
+                }
             }
             Phase::Configuring { router, .. } => {
                 *phase = Phase::Stopped;
@@ -274,11 +277,12 @@ impl Server {
         }
         // Dropping the runtime drops every connection and waits for its worker threads,
         // so no inline callback is still running afterwards.
-        drop(runtime);
+        drop_runtime(runtime);
         drop(run);
         if let Some(pool) = pool.as_mut() {
             pool.join();
         }
+        crate::registry::purge_server(self.id);
         log.info(&format!("server {} stopped", self.id));
     }
 
@@ -318,6 +322,26 @@ impl Drop for Server {
         let phase = std::mem::replace(&mut *self.phase.lock(), Phase::Stopped);
         if let Phase::Running(running) = phase {
             self.shut_down(*running, Duration::ZERO);
+        }
+    }
+}
+
+/// tokio refuses to drop a runtime from inside another runtime's thread (an inline
+/// handler of one server stopping another); do it from a plain thread then.
+fn drop_runtime(runtime: tokio::runtime::Runtime) {
+    if tokio::runtime::Handle::try_current().is_err() {
+        drop(runtime);
+        return;
+    }
+    let slot = Arc::new(Mutex::new(Some(runtime)));
+    let theirs = slot.clone();
+    match std::thread::Builder::new().name("ember-stop".into()).spawn(move || drop(theirs.lock().take())) {
+        Ok(t) => drop(t.join()),
+        // No thread to be had: let the workers wind down on their own.
+        Err(_) => {
+            if let Some(rt) = slot.lock().take() {
+                rt.shutdown_background();
+            }
         }
     }
 }

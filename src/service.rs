@@ -21,7 +21,9 @@ use tokio::sync::oneshot;
 type Resp = http::Response<Full<Bytes>>;
 
 pub(crate) async fn handle(run: Arc<Run>, conn: Arc<ConnState>, req: http::Request<Incoming>) -> Result<Resp, Infallible> {
-    let _in_flight = conn.request_started();
+    let bodiless = !req.headers().contains_key(http::header::TRANSFER_ENCODING)
+        && req.headers().get(CONTENT_LENGTH).is_none_or(|v| v.as_bytes() == b"0");
+    let _in_flight = conn.request_started(bodiless);
     run.counters.requests.fetch_add(1, Relaxed);
     let head_only = req.method() == Method::HEAD;
     let is_h2 = req.version() == Version::HTTP_2;
@@ -57,7 +59,7 @@ async fn answer(run: &Arc<Run>, conn: &ConnState, req: http::Request<Incoming>) 
         Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => return canned(413, true),
         Err(_) => return canned(400, true),
     };
-    let (id, rx) = registry::begin();
+    let (id, rx) = registry::begin(run.server_id);
     let pending = Pending(id);
     let data = Arc::new(RequestData::new(Parts {
         id,

@@ -163,3 +163,29 @@ fn http11_request_needs_exactly_one_host_header() {
     let old = exchange(port, b"GET / HTTP/1.0\r\n\r\n", WAIT);
     assert!(old.starts_with("HTTP/1.0 200") || old.starts_with("HTTP/1.1 200"), "{old:?}");
 }
+
+#[test]
+fn partial_request_pipelined_behind_a_complete_one_gets_408() {
+    let (_s, port) = server(Dispatch::Inline, |s| {
+        s.set_limits(|l| {
+            l.header_timeout = Duration::from_millis(300);
+            l.idle_timeout = Duration::from_secs(5);
+            Ok(())
+        })
+        .unwrap();
+    });
+    let t = Instant::now();
+    let resp = exchange(port, b"GET / HTTP/1.1\r\nHost: t\r\n\r\nGET /sec", WAIT);
+    assert!(resp.starts_with("HTTP/1.1 200"), "{resp:?}");
+    assert!(resp.contains("HTTP/1.1 408"), "{resp:?}");
+    assert!(t.elapsed() < Duration::from_secs(2), "took {:?}", t.elapsed());
+}
+
+#[test]
+fn partial_http2_preface_gets_408_not_a_reset() {
+    let (_s, port) = server(Dispatch::Inline, |s| {
+        s.set_limits(|l| Ok(l.header_timeout = Duration::from_millis(300))).unwrap();
+    });
+    let resp = exchange(port, b"PRI * HTTP/2.0\r\n", WAIT);
+    assert!(resp.starts_with("HTTP/1.1 408"), "{resp:?}");
+}

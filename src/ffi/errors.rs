@@ -1,9 +1,8 @@
 //! The last error message of each thread, and names for result codes.
 
-use super::args;
-use super::boundary::{guard, guard_value};
+use super::boundary::guard_value;
+use super::constants::{EMBER_ERR_BUFFER_TOO_SMALL, EMBER_ERR_NULL, EMBER_ERR_PANIC, EMBER_OK};
 use super::types::ember_result;
-use crate::error::{Error, ErrorKind};
 use std::cell::RefCell;
 use std::ffi::CString;
 use std::os::raw::c_char;
@@ -32,18 +31,22 @@ pub extern "C" fn ember_last_error() -> *const c_char {
 /// `*out_len` (NULL is fine) receives the message's full length without the NUL.
 /// Returns `EMBER_ERR_BUFFER_TOO_SMALL` when the message was cut. `buf` may be NULL only
 /// when `cap` is 0 (to ask for the length).
+///
+/// Unlike every other function, this one never changes the last error itself, so asking
+/// for the length first and copying second returns the original message.
 #[no_mangle]
 pub unsafe extern "C" fn ember_last_error_copy(buf: *mut c_char, cap: usize, out_len: *mut usize) -> ember_result {
-    let message = LAST_ERROR.with(|e| e.borrow().as_bytes().to_vec());
-    guard(|| {
+    guard_value(EMBER_ERR_PANIC, || {
+        let message = LAST_ERROR.with(|e| e.borrow().as_bytes().to_vec());
         if !out_len.is_null() {
-            args::write(out_len, "out_len", message.len())?;
+            // SAFETY: a non-NULL output pointer is the host's promise of writable memory.
+            unsafe { out_len.write(message.len()) };
         }
         if cap == 0 {
-            return if message.is_empty() { Ok(()) } else { Err(too_small(message.len())) };
+            return if message.is_empty() { EMBER_OK } else { EMBER_ERR_BUFFER_TOO_SMALL };
         }
         if buf.is_null() {
-            return Err(args::null("buf"));
+            return EMBER_ERR_NULL;
         }
         let n = message.len().min(cap - 1);
         // SAFETY: the host promises `cap` writable bytes at `buf`.
@@ -51,12 +54,8 @@ pub unsafe extern "C" fn ember_last_error_copy(buf: *mut c_char, cap: usize, out
             std::ptr::copy_nonoverlapping(message.as_ptr(), buf.cast::<u8>(), n);
             *buf.add(n) = 0;
         }
-        if n < message.len() { Err(too_small(message.len())) } else { Ok(()) }
+        if n < message.len() { EMBER_ERR_BUFFER_TOO_SMALL } else { EMBER_OK }
     })
-}
-
-fn too_small(len: usize) -> Error {
-    Error::new(ErrorKind::BufferTooSmall, format!("the message needs {} bytes with its NUL", len + 1))
 }
 
 /// A stable name for a result code ("EMBER_OK", "EMBER_ERR_NULL", ...;
