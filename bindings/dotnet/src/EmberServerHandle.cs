@@ -17,6 +17,10 @@ namespace Ember.Interop
 
         protected override bool ReleaseHandle()
         {
+            // At process exit the runtime finalizes even reachable handles. A server still open
+            // then is one whose stop cannot finish (e.g. Environment.Exit inside its own handler):
+            // freeing it would wait for that handler forever. The process is ending: leave it.
+            if (ShutdownHook.ProcessExiting) return true;
             // EMBER_ERR_STATE only if called from inside one of this server's handlers; the
             // binding never does that (Stop from a handler hands the free to another thread).
             return NativeMethods.ember_server_free(handle) == NativeMethods.EMBER_OK;

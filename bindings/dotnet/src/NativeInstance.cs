@@ -88,6 +88,12 @@ namespace Ember
             t_inHandler = this;
             try
             {
+                if (ShutdownHook.ProcessExiting)
+                {
+                    // The runtime is going away: no user code any more.
+                    NativeMethods.ember_request_respond(req, 503, null, UIntPtr.Zero, null, UIntPtr.Zero);
+                    return;
+                }
                 RouteEntry route = Routes[userData.ToInt32()];
                 ctx = new EmberContext(Owner, new EmberRequest((EmberRequestInfo*)info, route.Pattern));
                 Action<EmberContext> sync = route.Sync;
@@ -191,12 +197,27 @@ namespace Ember
         internal void StopFromHandler(uint timeoutMs)
         {
             NativeMethods.ember_server_stop(Handle, timeoutMs);
+            if (ShutdownHook.ProcessExiting) return;   // nobody may wait now; the process ends anyway
             ThreadPool.QueueUserWorkItem(_ =>
             {
-                try { NativeMethods.ember_server_wait(Handle, NativeMethods.EMBER_WAIT_FOREVER); }
+                try
+                {
+                    // Bounded slices, so a process exit never finds a pool thread stuck in here.
+                    while (NativeMethods.ember_server_wait(Handle, 200) != NativeMethods.EMBER_OK)
+                    {
+                        if (ShutdownHook.ProcessExiting || Handle.IsClosed) return;
+                    }
+                }
                 catch (ObjectDisposedException) { }
                 Free();
             });
+        }
+
+        /// <summary>Process exit on one of this server's own handler threads (Environment.Exit
+        /// in a handler): start the stop; the free is impossible here and the process ends.</summary>
+        internal void StopForExitFromHandler()
+        {
+            try { NativeMethods.ember_server_stop(Handle, 0); } catch (ObjectDisposedException) { }
         }
 
         internal void Free()
