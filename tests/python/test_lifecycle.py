@@ -232,10 +232,10 @@ def test_every_lookup_place_is_listed_when_none_has_the_library(tmp_path):
     assert os.path.join("target", "debug", "libember.so") in p.stderr
 
 
-def test_interpreter_exit_with_a_running_server_is_clean():
+def test_interpreter_exit_with_a_running_server_is_clean(dispatch):
     p = _run_child("""
-        import asyncio, threading, time, urllib.request, ember
-        app = ember.Server()
+        import asyncio, os, threading, time, urllib.request, ember
+        app = ember.Server(dispatch=os.environ["DISPATCH"])
         app.add_route("GET", "/", lambda req: "hi")
         @app.get("/nap")
         async def nap(req):
@@ -251,7 +251,7 @@ def test_interpreter_exit_with_a_running_server_is_clean():
                              args=("http://127.0.0.1:%d%s" % (port, path),), daemon=True).start()
         time.sleep(0.1)
         print("exiting", flush=True)
-    """)
+    """, DISPATCH=dispatch)
     assert p.returncode == 0, p.stderr
     assert "exiting" in p.stdout
     assert "Fatal" not in p.stderr and "Segmentation" not in p.stderr, p.stderr
