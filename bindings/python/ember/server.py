@@ -164,7 +164,8 @@ def _respond_failed(rc: int, handle: int, status: int, head: bytes, body: bytes,
     if rc in _QUIET:
         log.debug("ember: answer for %s dropped: %s", request, _lib.result_name(rc))
         return
-    log.error("ember: answering %s failed: %s: %s", request, _lib.result_name(rc), _lib.last_error())
+    msg = _lib.last_error()  # first: any other ember_ call may replace it
+    log.error("ember: answering %s failed: %s: %s", request, _lib.result_name(rc), msg)
     if rc == _lib.ERR_INVALID_ARG:
         send(handle, INTERNAL_ERROR.status, INTERNAL_ERROR._head, INTERNAL_ERROR.body)
 
@@ -447,10 +448,12 @@ class Server:
                 return
             rc = L.ember_server_stop(native.ptr, ms)
             if rc != _lib.OK:
-                log.warning("ember: stop: %s: %s", _lib.result_name(rc), _lib.last_error())
+                msg = _lib.last_error()
+                log.warning("ember: stop: %s: %s", _lib.result_name(rc), msg)
             rc = native.free()
             if rc != _lib.OK:
-                log.error("ember: free: %s: %s", _lib.result_name(rc), _lib.last_error())
+                msg = _lib.last_error()
+                log.error("ember: free: %s: %s", _lib.result_name(rc), msg)
                 return
             runner = self._runner
             with self._lock:
