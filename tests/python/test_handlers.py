@@ -238,3 +238,18 @@ def test_json_body_of_handler_result_keeps_unicode(serve):
     s = serve(setup)
     r = requests.get(s.url + "/")
     assert json.loads(r.content.decode("utf-8")) == {"word": "日本"}
+
+
+def test_an_answer_the_engine_refuses_becomes_500_and_is_logged(serve, caplog):
+    bad = Response("x", headers={"X(bad)": "1"})  # not an HTTP token; only the engine checks that
+
+    def setup(app):
+        @app.get("/")
+        def h(req):
+            return bad
+
+    s = serve(setup)
+    with caplog.at_level(logging.ERROR, logger="ember"):
+        r = requests.get(s.url + "/")
+    assert r.status_code == 500
+    assert "EMBER_ERR_INVALID_ARG" in caplog.text
