@@ -28,30 +28,30 @@ pub unsafe extern "C" fn ember_request_get_info(req: ember_request, out_info: *m
 /// `EMBER_ERR_NOT_FOUND` if absent. The view is owned by the engine, valid until answered.
 #[no_mangle]
 pub unsafe extern "C" fn ember_request_header(req: ember_request, name: *const c_char, out_value: *mut StrView) -> ember_result {
-    guard(|| {
-        let name = c_str(name, "name")?;
-        if out_value.is_null() {
-            return Err(args::null("out_value"));
-        }
-        let data = registry::data(req)?;
-        let v = data.header_view(name).ok_or_else(|| not_found("header", name))?;
-        args::write(out_value, "out_value", v)
-    })
+    guard(|| lookup(req, name, out_value, "header", |d, n| d.header_view(n)))
 }
 
 /// The value of route parameter `name` (percent-decoded) into `*out_value`;
 /// `EMBER_ERR_NOT_FOUND` if the route has none by that name. Owned by the engine.
 #[no_mangle]
 pub unsafe extern "C" fn ember_request_param(req: ember_request, name: *const c_char, out_value: *mut StrView) -> ember_result {
-    guard(|| {
-        let name = c_str(name, "name")?;
-        if out_value.is_null() {
-            return Err(args::null("out_value"));
-        }
-        let data = registry::data(req)?;
-        let v = data.param_view(name).ok_or_else(|| not_found("route parameter", name))?;
-        args::write(out_value, "out_value", v)
-    })
+    guard(|| lookup(req, name, out_value, "route parameter", |d, n| d.param_view(n)))
+}
+
+fn lookup(
+    req: ember_request,
+    name: *const c_char,
+    out_value: *mut StrView,
+    what: &str,
+    find: impl Fn(&crate::request::RequestData, &str) -> Option<StrView>,
+) -> Result<()> {
+    let name = c_str(name, "name")?;
+    if out_value.is_null() {
+        return Err(args::null("out_value"));
+    }
+    let data = registry::data(req)?;
+    let v = find(&data, name).ok_or_else(|| not_found(what, name))?;
+    args::write(out_value, "out_value", v)
 }
 
 fn not_found(what: &str, name: &str) -> Error {
@@ -75,12 +75,17 @@ pub unsafe extern "C" fn ember_request_respond(
     body_len: usize,
 ) -> ember_result {
     guard(|| {
-        let head = args::bytes(headers.cast(), headers_len, "headers")?;
         let body = args::bytes(body.cast(), body_len, "body")?;
-        let answer = response::answer(status, head, Bytes::new())?;
-        let claim = registry::claim(req)?;
-        claim.send(crate::request::Answer { body: Bytes::copy_from_slice(body), ..answer })
+        deliver(req, status, headers, headers_len, || Bytes::copy_from_slice(body))
     })
+}
+
+/// Checks the head, claims the request (from here on no other answer gets in), sends.
+/// The body is made only after the claim, so a copy is never wasted on a refused answer.
+fn deliver(req: ember_request, status: u16, headers: *const c_char, headers_len: usize, body: impl FnOnce() -> Bytes) -> Result<()> {
+    let head = args::bytes(headers.cast(), headers_len, "headers")?;
+    let answer = response::answer(status, head, Bytes::new())?;
+    registry::claim(req)?.send(crate::request::Answer { body: body(), ..answer })
 }
 
 /// The host's body buffer, handed back through its release callback when hyper is done.
@@ -125,9 +130,6 @@ pub unsafe extern "C" fn ember_request_respond_nocopy(
         let checked: Result<&[u8]> = args::bytes(body.cast(), body_len, "body");
         let foreign = ForeignBody { ptr: body.cast(), len: if checked.is_ok() { body_len } else { 0 }, _release: owner };
         checked?;
-        let head = args::bytes(headers.cast(), headers_len, "headers")?;
-        let answer = response::answer(status, head, Bytes::new())?;
-        let claim = registry::claim(req)?;
-        claim.send(crate::request::Answer { body: Bytes::from_owner(foreign), ..answer })
+        deliver(req, status, headers, headers_len, || Bytes::from_owner(foreign))
     })
 }
