@@ -90,12 +90,12 @@ def main() -> int:
     port = int(sys.argv[1]) if len(sys.argv) > 1 else 8080
     app = build_app()
     try:
-        port = app.start(port)
+        # Until SIGINT / SIGTERM, then a graceful stop. The line is printed from `ready`,
+        # when the signal handlers are already installed.
+        app.run(port, ready=lambda p: print(f"listening on http://127.0.0.1:{p}", flush=True))
     except ember.EmberError as e:
         print(f"ember_ref: {e}", file=sys.stderr)
         return 1
-    print(f"listening on http://127.0.0.1:{port}", flush=True)
-    app.run()  # until SIGINT / SIGTERM, then a graceful stop
     return 0
 
 

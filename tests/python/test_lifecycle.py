@@ -263,9 +263,7 @@ def test_run_stops_gracefully_on_signal(sig):
         import ember
         app = ember.Server()
         app.add_route("GET", "/", lambda req: "hi")
-        port = app.start(0)
-        print(port, flush=True)
-        app.run()
+        app.run(0, ready=lambda port: print(port, flush=True))
         print("stopped cleanly", flush=True)
     """
     p = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT, env=child_env(),

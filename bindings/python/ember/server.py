@@ -492,10 +492,12 @@ class Server:
             else:
                 time.sleep(0.01)
 
-    def run(self, port: int = 8080, host: str = "127.0.0.1", timeout: float = 5.0) -> None:
-        """Starts, blocks until SIGINT (Ctrl+C) or SIGTERM, then stops gracefully."""
-        if not self.running:
-            self.start(port, host)
+    def run(self, port: int = 8080, host: str = "127.0.0.1", timeout: float = 5.0,
+            ready: Callable[[int], Any] | None = None) -> None:
+        """Starts (unless running), blocks until SIGINT (Ctrl+C) or SIGTERM, then stops
+        gracefully. ``ready(port)`` is called once listening, with the signal handlers
+        already in place: a signal right after it (say, after printing the port) still
+        stops the server gracefully."""
         stop_requested = threading.Event()
         previous = {}
         if threading.current_thread() is threading.main_thread():
@@ -504,6 +506,10 @@ class Server:
             for sig in (signal.SIGINT, signal.SIGTERM):
                 previous[sig] = signal.signal(sig, on_signal)
         try:
+            if not self.running:
+                self.start(port, host)
+            if ready is not None:
+                ready(self._port)
             # Short slices: Python runs signal handlers only between them.
             while not stop_requested.is_set():
                 if self.wait(0.2):
@@ -512,9 +518,8 @@ class Server:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
             self.stop(timeout)
-            if self._inside_handler():
-                return
-            self.wait()
+            if not self._inside_handler():
+                self.wait()
 
     def stats(self) -> dict[str, int]:
         """Engine counters: requests, responses by class, connections, bytes."""
