@@ -179,7 +179,13 @@ _PROTOTYPES = {
     "ember_server_stop": (c_int32, [_server_p, c_uint32]),
     "ember_server_wait": (c_int32, [_server_p, c_uint32]),
     "ember_server_stats": (c_int32, [_server_p, POINTER(Stats)]),
+    "ember_last_error_copy": (c_int32, [c_char_p, c_size_t, POINTER(c_size_t)]),
+    "ember_request_get_info": (c_int32, [c_uint64, POINTER(RequestInfo)]),
+    "ember_request_header": (c_int32, [c_uint64, c_char_p, POINTER(Str)]),
+    "ember_request_param": (c_int32, [c_uint64, c_char_p, POINTER(Str)]),
     "ember_request_respond": (c_int32, [c_uint64, c_uint16, c_char_p, c_size_t, c_char_p, c_size_t]),
+    "ember_request_respond_nocopy": (c_int32, [c_uint64, c_uint16, c_char_p, c_size_t, c_char_p,
+                                               c_size_t, RELEASE_FN, c_size_t]),
 }
 
 lib = _load()

@@ -1,0 +1,49 @@
+"""The ctypes declarations against include/ember.h, the ABI's source of truth."""
+import ctypes
+import os
+import re
+import struct
+
+from conftest import ROOT
+
+from ember import _lib
+
+HEADER = os.path.join(ROOT, "include", "ember.h")
+
+
+def _header_functions():
+    text = open(HEADER, encoding="utf-8").read()
+    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    found = {}
+    for m in re.finditer(r"^[a-z_][\w \*]*?\b(ember_\w+)\s*\(([^;{]*?)\)\s*;", text, re.M | re.S):
+        params = " ".join(m.group(2).split())
+        found[m.group(1)] = 0 if params in ("", "void") else params.count(",") + 1
+    return found
+
+
+def test_every_declared_function_exists_in_the_header_with_the_same_arity():
+    header = _header_functions()
+    assert "ember_request_respond" in header, "header parse failed"
+    for name, (_restype, argtypes) in _lib._PROTOTYPES.items():
+        assert name in header, name
+        assert header[name] == len(argtypes), (name, header[name], len(argtypes))
+
+
+def test_constants_match_the_header():
+    text = open(HEADER, encoding="utf-8").read()
+    defines = {m.group(1): int(m.group(2)) for m in re.finditer(r"#define EMBER_(\w+) (-?\d+)\b", text)}
+    for name, value in defines.items():
+        if hasattr(_lib, name):
+            assert getattr(_lib, name) == value, name
+    assert _lib.lib.ember_abi_version() == defines["ABI_VERSION"]
+
+
+def test_request_info_layout_matches_the_c_struct():
+    from ember.request import _INFO, _PAIR
+
+    # ember_request_info: u64 + 6 views + 2 (ptr, count) + u32, padded to pointer alignment.
+    p = ctypes.sizeof(ctypes.c_void_p)
+    assert ctypes.sizeof(_lib.RequestInfo) == 8 + 6 * 2 * p + 4 * p + p
+    assert _INFO.size == 8 + 16 * p + 4
+    assert _PAIR.size == ctypes.sizeof(_lib.Header) == 4 * p
+    assert _lib.RequestInfo.http_version.offset == struct.calcsize("@QPNPNPNPNPNPNPNPN")
