@@ -702,6 +702,28 @@ namespace EmberTests
         }
 
         [Test]
+        public static void Stop_after_an_await_in_a_handler_returns_at_once_and_the_request_still_finishes()
+        {
+            int live = EmberDiagnostics.LiveNativeServers;
+            var s = new EmberServer();
+            long stopMs = -1;
+            s.MapGet("/stop", async ctx =>
+            {
+                await Task.Delay(50);
+                var sw = Stopwatch.StartNew();
+                ctx.Server.Stop(TimeSpan.FromSeconds(10));
+                stopMs = sw.ElapsedMilliseconds;
+                ctx.Response.Text("stopping");
+            });
+            int port = s.Start(0);
+            var r = Http.Get(port, "/stop");
+            Assert.Equal("stopping", r.Text, "the in-flight request is answered");
+            Assert.True(stopMs >= 0 && stopMs < 1000, "Stop blocked for " + stopMs + " ms");
+            Basics.WaitLiveServers(live);
+            s.Dispose();
+        }
+
+        [Test]
         public static void Dispose_from_inside_an_inline_handler_does_not_deadlock()
         {
             int live = EmberDiagnostics.LiveNativeServers;

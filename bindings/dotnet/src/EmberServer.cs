@@ -1,5 +1,6 @@
 using System;
 using System.Collections.Generic;
+using System.Threading;
 using System.Threading.Tasks;
 using Ember.Interop;
 
@@ -206,7 +207,8 @@ namespace Ember
         /// Stops accepting, lets in-flight requests finish for up to <paramref name="timeout"/>,
         /// then force-closes the rest. When it returns no handler runs any more (except async
         /// handlers still awaiting: their late answers are dropped quietly). From inside a handler
-        /// it starts the stop and returns at once; the rest happens on a pool thread. Idempotent.
+        /// (also after an await in an async handler) it starts the stop and returns at once; the
+        /// rest happens on a pool thread. Idempotent.
         /// </summary>
         public void Stop(TimeSpan timeout)
         {
@@ -217,8 +219,15 @@ namespace Ember
                 _running = null;
             }
             if (inst == null) return;
-            if (inst.IsCurrentHandlerThread) inst.StopFromHandler(TimeoutMs(timeout));
-            else inst.StopAndFree(TimeoutMs(timeout));
+            uint ms = TimeoutMs(timeout);
+            if (inst.IsCurrentHandlerThread) inst.StopFromHandler(ms);
+            else if (inst.IsCurrentAsyncHandler)
+            {
+                // After an await inside one of our handlers: that request is itself in flight, so a
+                // blocking stop would wait for it. Stop on another thread and return.
+                ThreadPool.QueueUserWorkItem(_ => inst.StopAndFree(ms));
+            }
+            else inst.StopAndFree(ms);
         }
 
         /// <summary>Stops (force-closing after Options.DisposeTimeout, default at once) and

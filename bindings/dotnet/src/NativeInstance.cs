@@ -108,8 +108,10 @@ namespace Ember
                 // await the engine's views may be gone (e.g. the handler timeout answered 503).
                 ctx.Request.Materialize();
                 Task t;
+                s_asyncOwner.Value = this;   // flows into the handler's continuations
                 try { t = route.Async(ctx); }
                 catch (Exception ex) { ctx.Fail(ex); return; }
+                finally { s_asyncOwner.Value = null; }
                 if (t == null) { ctx.Finish(); return; }
                 if (t.IsCompleted) { Complete(t, ctx); return; }
                 t.ContinueWith(s_complete, ctx, CancellationToken.None,
@@ -177,6 +179,11 @@ namespace Ember
         // ---------------- shutdown ----------------
 
         internal bool IsCurrentHandlerThread { get { return t_inHandler == this; } }
+
+        /// <summary>Set while an async handler of this server runs, including after its awaits.</summary>
+        static readonly AsyncLocal<NativeInstance> s_asyncOwner = new AsyncLocal<NativeInstance>();
+
+        internal bool IsCurrentAsyncHandler { get { return s_asyncOwner.Value == this; } }
 
         /// <summary>Graceful stop + free, blocking. Not from inside this server's handler.</summary>
         internal void StopAndFree(uint timeoutMs)
