@@ -130,10 +130,9 @@ class Request:
         """Copies everything out of the engine's memory; the struct is not read again."""
         if self._info is None:
             return
-        self.method, self.raw_path, self.query_string, self.body, self.remote_addr, self.route
-        self.raw_headers
+        for name in ("method", "raw_path", "query_string", "body", "remote_addr", "route", "raw_headers"):
+            getattr(self, name)  # each property caches what it reads
         self._params_raw()
-        self._fields()
         self._info = None
 
     # -- fields ----------------------------------------------------------------------
