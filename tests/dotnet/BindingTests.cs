@@ -471,6 +471,28 @@ namespace EmberTests
         }
 
         [Test]
+        public static void A_thread_of_our_own_answers_through_a_TaskCompletionSource()
+        {
+            using (var s = new EmberServer(new EmberOptions { Dispatch = EmberDispatch.Inline }))
+            {
+                s.MapGet("/own", ctx =>
+                {
+                    var done = new TaskCompletionSource<bool>();
+                    var t = new Thread(() =>
+                    {
+                        Thread.Sleep(50);
+                        ctx.Response.Text("from thread " + ctx.Request.Query["n"]);
+                        done.SetResult(true);
+                    });
+                    t.Start();
+                    return done.Task;
+                });
+                int port = s.Start(0);
+                Assert.Equal("from thread 5", Http.Get(port, "/own?n=5").Text, "answered by our thread");
+            }
+        }
+
+        [Test]
         public static void Completed_task_handlers_answer_inline()
         {
             using (var s = new EmberServer())
