@@ -57,18 +57,24 @@ def build_app() -> ember.Server:
 
     @app.get("/inspect")
     def inspect(req):
+        headers = {}
+        for name, value in req.raw_headers:
+            # The contract wants U+FFFD for bytes that are not UTF-8 (req.headers would
+            # fall back to Latin-1 instead).
+            key, text = name.decode("latin-1"), value.decode("utf-8", "replace")
+            headers[key] = headers[key] + ", " + text if key in headers else text
         return json_response({
             "method": req.method,
             "path": req.raw_path,
             "query": req.query_string,
-            "headers": dict(req.headers.items()),
+            "headers": headers,
             "remote_addr": req.remote_addr,
         })
 
     @app.get("/slow")
     async def slow(req):
-        raw = req.query.get("ms", "0")
-        if not raw.isdigit() or int(raw) > MAX_SLOW_MS:
+        raw = req.query.get("ms", "")
+        if not (raw.isascii() and raw.isdigit()) or int(raw) > MAX_SLOW_MS:
             return json_response({"error": "expected ms=0..600000"}, status=400)
         ms = int(raw)
         # The engine's thread is free while this sleeps; the answer comes from the

@@ -515,11 +515,15 @@ class Server:
                 if self.wait(0.2):
                     break
         finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-            self.stop(timeout)
-            if not self._inside_handler():
-                self.wait()
+            try:
+                self.stop(timeout)
+                if not self._inside_handler():
+                    self.wait()
+            finally:
+                # Restored only now: a second SIGTERM/SIGINT during the graceful drain
+                # must not meet the default action and kill the process.
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
 
     def stats(self) -> dict[str, int]:
         """Engine counters: requests, responses by class, connections, bytes."""
