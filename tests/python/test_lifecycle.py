@@ -341,3 +341,35 @@ def test_engine_calls_do_not_hold_the_gil():
     finally:
         running[0] = False
         t.join()
+
+
+def test_second_signal_during_the_drain_does_not_kill_the_process():
+    code = """
+        import time, ember
+        app = ember.Server()
+        @app.get("/slow")
+        def slow(req):
+            time.sleep(1.0)
+            return "drained"
+        app.run(0, ready=lambda port: print(port, flush=True))
+        print("stopped cleanly", flush=True)
+    """
+    p = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT, env=child_env(),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        port = int(p.stdout.readline())
+        result = {}
+        t = threading.Thread(target=lambda: result.update(
+            r=requests.get("http://127.0.0.1:%d/slow" % port, timeout=10).text))
+        t.start()
+        time.sleep(0.3)
+        p.send_signal(signal.SIGTERM)
+        time.sleep(0.3)
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=10)
+        t.join(10)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0, err
+    assert "stopped cleanly" in out and result == {"r": "drained"}
