@@ -85,3 +85,50 @@ def test_latin1_header_value_that_is_not_utf8_still_reads(serve):
     assert c.getresponse().status == 200
     c.close()
     assert seen == {"v": "café", "raw": b"caf\xe9"}
+
+
+def test_large_bodies_are_lent_to_the_engine_and_given_back(serve, dispatch):
+    import asyncio
+    import time
+
+    from ember import response
+
+    big = os.urandom(3 * response.NOCOPY_MIN + 7)
+
+    def setup(app):
+        @app.get("/big")
+        def sync_big(req):
+            return big
+
+        @app.get("/big-async")
+        async def async_big(req):
+            await asyncio.sleep(0)
+            return big
+
+    s = serve(setup, dispatch=dispatch)
+    for path in ("/big", "/big-async", "/big"):
+        assert requests.get(s.url + path).content == big
+    deadline = time.monotonic() + 2
+    while response._lent and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert response._lent == {}
+
+
+def test_stop_gives_back_a_lent_body_the_client_never_read():
+    import socket
+
+    import ember
+    from ember import response
+
+    big = b"x" * (8 * response.NOCOPY_MIN)
+    app = ember.Server()
+    app.add_route("GET", "/big", lambda req: big)
+    port = app.start()
+    s = socket.create_connection(("127.0.0.1", port))
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.sendall(b"GET /big HTTP/1.1\r\nHost: a\r\n\r\n")
+    s.recv(100)  # the answer has started; the rest stays unread
+    assert len(response._lent) == 1  # the engine still reads from Python's bytes object
+    app.stop(timeout=0.3)
+    s.close()
+    assert response._lent == {}

@@ -8,6 +8,7 @@ but the call itself.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 from collections.abc import Iterable, Mapping
@@ -18,6 +19,20 @@ from . import _lib
 log = logging.getLogger("ember")
 
 _respond = _lib.lib.ember_request_respond
+_respond_nocopy = _lib.lib.ember_request_respond_nocopy
+
+# Bodies from this size on are lent to the engine instead of copied: it keeps a pointer
+# into the bytes object, which stays here until the engine's release callback.
+NOCOPY_MIN = 1 << 20
+_lent: dict[int, bytes] = {}
+_lend_keys = itertools.count(1)
+
+
+def _give_back(key: int) -> None:
+    _lent.pop(key, None)
+
+
+_GIVE_BACK = _lib.RELEASE_FN(_give_back)
 
 # Outcomes of a late answer that are nobody's fault: the engine already sent 503/504 for a
 # timeout, the client left, or the server stopped. They are dropped quietly.
@@ -142,7 +157,15 @@ def encode(result: Any) -> tuple[int, bytes, bytes]:
 
 def send(handle: int, status: int, head: bytes, body: bytes) -> int:
     """The one ABI call that answers a request; returns the ember_result."""
-    return _respond(handle, status, head, len(head), body, len(body))
+    n = len(body)
+    if n < NOCOPY_MIN:
+        return _respond(handle, status, head, len(head), body, n)
+    key = next(_lend_keys)
+    _lent[key] = body
+    rc = _respond_nocopy(handle, status, head, len(head), body, n, _GIVE_BACK, key)
+    if rc != _lib.OK:
+        _lent.pop(key, None)  # on failure the engine took nothing
+    return rc
 
 
 def describe(request: Any) -> str:

@@ -25,7 +25,7 @@ from . import _lib
 from ._async import LoopRunner
 from .errors import EmberError, check
 from .request import Request
-from .response import _QUIET, INTERNAL_ERROR, Response, encode, fail, send
+from .response import _QUIET, INTERNAL_ERROR, NOCOPY_MIN, Response, encode, fail, send
 
 log = logging.getLogger("ember")
 
@@ -119,6 +119,7 @@ def _make_dispatch(table: list, runner: LoopRunner) -> Callable[[int, int, int],
     getrefcount = sys.getrefcount
     unshared = _unshared_refcount()
     respond = _lib.lib.ember_request_respond
+    nocopy_min = NOCOPY_MIN
     OK = _lib.OK
     submit = runner.submit
 
@@ -146,7 +147,11 @@ def _make_dispatch(table: list, runner: LoopRunner) -> Callable[[int, int, int],
                 status, head, body = encode(result)
             else:
                 status, head, body = result.status, result._head, result.body
-            rc = respond(handle, status, head, len(head), body, len(body))
+            n = len(body)
+            if n < nocopy_min:
+                rc = respond(handle, status, head, len(head), body, n)
+            else:
+                rc = send(handle, status, head, body)
             if rc != OK:
                 _respond_failed(rc, handle, status, head, body, request)
         except BaseException:
