@@ -762,7 +762,7 @@ def main() -> int:
             if any(not builds.get(n, {}).get("ok") for n in t.needs):
                 R["ladders"][name] = {"error": "not built"}
                 continue
-            R["ladders"][name] = ladder_for(t, ladder_levels, ladder_warm, ladder_s, rawdir, out)
+            R["ladders"][name] = ladder_for(t, ladder_levels, ladder_warm, ladder_s, rawdir, out, plan)
         if not a.no_drift and targets and "pinned" in modes:
             first = targets[0]
             fr = R["runs"]["pinned"].get(first.name, {})
@@ -819,7 +819,7 @@ def main() -> int:
     return 1 if (problems and (q or interrupted)) else 0
 
 
-def ladder_for(t: Target, levels, warm, dur, rawdir: Path, out: Path) -> dict:
+def ladder_for(t: Target, levels, warm, dur, rawdir: Path, out: Path, plan: Plan) -> dict:
     workdir = Path(tempfile.mkdtemp(prefix=f"bench-ladder-{t.name}-"))
     srv = None
     try:
@@ -830,7 +830,8 @@ def ladder_for(t: Target, levels, warm, dur, rawdir: Path, out: Path) -> dict:
                      t.ready_timeout, t.stop_timeout)
         verify(srv.port)
         log(f"ladder {t.name}: levels {levels}, {dur:g} s each")
-        lad = run_ladder(f"http://127.0.0.1:{srv.port}/", levels, warm, dur, pin="1", threads=1)
+        lad = run_ladder(f"http://127.0.0.1:{srv.port}/", levels, warm, dur, pin="1", threads=1,
+                         server_pid=srv.pid, noise_limit=plan.noise_limit, noise_retries=plan.noise_retries)
         lad["target"] = t.name
         (out / f"ladder-{t.name}.txt").write_text(format_report(lad, f"{t.label}, server pinned to CPU 0"))
         log(f"ladder {t.name}: peak {lad['peak']['rps']:.0f} req/s at c={lad['peak']['conc']}, "

@@ -1,5 +1,5 @@
 /* libmicrohttpd hello server for the Ember benchmark suite.
- * Usage: mhd_hello [port] [workers]   (port 0 = free port; workers 0 or 1 = one epoll thread)
+ * Usage: mhd_hello [port] [workers]   (port 0 = free port; workers 0 or 1 = one poll thread)
  * First stdout line: "listening on http://127.0.0.1:PORT". Stops on SIGTERM/SIGINT. */
 #define _POSIX_C_SOURCE 200809L
 #include <arpa/inet.h>
@@ -32,7 +32,9 @@ int main(int argc, char **argv) {
     struct sockaddr_in addr;
     struct MHD_Daemon *d;
     const union MHD_DaemonInfo *info;
-    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_TURBO | MHD_USE_ERROR_LOG;
+    /* poll(), not epoll: libmicrohttpd 0.9.75's epoll mode stops answering once ~256 connections
+     * arrive together (one answer per connection, then silence); poll mode serves them. */
+    unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_TURBO | MHD_USE_ERROR_LOG;
     sigset_t set;
     int sig;
 
