@@ -29,11 +29,14 @@ impl Router {
         Self::default()
     }
 
-    /// `method` None means any method.
+    /// `method` None means any method. Non-ASCII literal text is matched in its
+    /// percent-encoded form, as it arrives on the wire.
     pub fn add(&mut self, method: Option<Method>, pattern: &str, handler: Handler) -> Result<()> {
         if !pattern.starts_with('/') {
             return Err(Error::new(ErrorKind::Route, format!("route pattern {pattern:?} must start with '/'")));
         }
+        let encoded = encode_non_ascii(pattern);
+        let pattern = encoded.as_str();
         let index = match self.entries.iter().position(|e| e.pattern == pattern) {
             Some(i) => i,
             None => {
@@ -61,6 +64,13 @@ impl Router {
     }
 
     pub fn find(&self, method: &Method, path: &str) -> Match<'_> {
+        let upper;
+        let path = if path.bytes().any(|b| b.is_ascii_lowercase()) && path.contains('%') {
+            upper = uppercase_escapes(path);
+            upper.as_str()
+        } else {
+            path
+        };
         let Ok(found) = self.paths.at(path) else { return Match::NotFound };
         let entry = &self.entries[*found.value];
         let by_method = |m: &Method| entry.methods.iter().find(|(x, _)| x == m).map(|(_, h)| h);
@@ -89,6 +99,35 @@ fn allow_list(entry: &PathEntry) -> String {
         names.push("HEAD");
     }
     names.join(", ")
+}
+
+/// "/städte" → "/st%C3%A4dte": patterns are matched against the path as sent.
+fn encode_non_ascii(pattern: &str) -> String {
+    let mut out = String::with_capacity(pattern.len());
+    for b in pattern.bytes() {
+        if b.is_ascii() {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// "%c3%a4" → "%C3%A4", so a client's choice of hex case does not change the match.
+fn uppercase_escapes(path: &str) -> String {
+    let mut out = path.as_bytes().to_vec();
+    let mut i = 0;
+    while i < out.len() {
+        if out[i] == b'%' && i + 2 < out.len() && out[i + 1].is_ascii_hexdigit() && out[i + 2].is_ascii_hexdigit() {
+            out[i + 1] = out[i + 1].to_ascii_uppercase();
+            out[i + 2] = out[i + 2].to_ascii_uppercase();
+            i += 3;
+        } else {
+            i += 1;
+        }
+    }
+    String::from_utf8(out).unwrap_or_else(|_| path.to_owned())
 }
 
 /// Decodes %XX escapes; a result that is not UTF-8 keeps the raw text so nothing is lost.
@@ -161,6 +200,21 @@ mod tests {
         assert_eq!(r.add(Some(Method::GET), "/a", h()).unwrap_err().kind, ErrorKind::Route);
         assert_eq!(r.add(None, "no-slash", h()).unwrap_err().kind, ErrorKind::Route);
         assert_eq!(r.add(None, "/x/{*rest}/y", h()).unwrap_err().kind, ErrorKind::Route);
+    }
+
+    #[test]
+    fn non_ascii_literals_match_either_hex_case() {
+        let mut r = Router::new();
+        r.add(Some(Method::GET), "/städte/{name}", h()).unwrap();
+        for path in ["/st%C3%A4dte/x", "/st%c3%a4dte/x"] {
+            match r.find(&Method::GET, path) {
+                Match::Found { route, params, .. } => {
+                    assert_eq!(route, "/st%C3%A4dte/{name}");
+                    assert_eq!(params[0].1, "x");
+                }
+                _ => panic!("{path} should match"),
+            }
+        }
     }
 
     #[test]
