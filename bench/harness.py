@@ -439,7 +439,10 @@ def write_markdown(R: dict, path: Path) -> None:
         L.append("|" + "---|" * len(hdr))
         for name, r in runs.items():
             if r.get("status") != "ok":
-                L.append(f"| {name} | " + f"**{r.get('status')}**: {str(r.get('error', ''))[:160]}".replace("|", "/")
+                err = " ".join(str(r.get("error", "")).split())[:200].replace("|", "/")
+                if r.get("exit_code") is not None and r["exit_code"] < 0 and r["exit_code"] != -15:
+                    err += f" (the server died of signal {-r['exit_code']})"
+                L.append(f"| {name} | " + f"**{r.get('status')}**: {err}"
                          + " |" * (len(hdr) - 1))
                 continue
             cells = [name]
@@ -513,6 +516,8 @@ def write_markdown(R: dict, path: Path) -> None:
         for name, r in runs.items():
             if r.get("stopped_on_sigterm") is False:
                 bad.append(f"{mode}/{name} (needed SIGKILL)")
+            elif r.get("exit_code") is not None and r["exit_code"] < 0 and r["exit_code"] != -15:
+                bad.append(f"{mode}/{name} (died of signal {-r['exit_code']} before the SIGTERM)")
             elif r.get("exit_code") not in (0, None, -15, 143) and r.get("stopped_on_sigterm"):
                 bad.append(f"{mode}/{name} (exit {r.get('exit_code')})")
     L.append("every target stopped on SIGTERM" if not bad else "not clean: " + ", ".join(bad))
