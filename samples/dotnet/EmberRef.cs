@@ -175,7 +175,6 @@ static class EmberRef
     {
         var stop = new ManualResetEvent(false);
         string why = "stop requested";
-        Console.CancelKeyPress += (s, e) => { e.Cancel = true; why = "Ctrl+C"; stop.Set(); };
         const string posix = ", Mono.Posix, Version=4.0.0.0, Culture=neutral, PublicKeyToken=0738eb9f132ed756";
         Type unixSignal = Type.GetType("Mono.Unix.UnixSignal" + posix, false);
         Type signum = Type.GetType("Mono.Unix.Native.Signum" + posix, false);
@@ -193,6 +192,11 @@ static class EmberRef
             });
             t.IsBackground = true;
             t.Start();
+        }
+        else
+        {
+            // .NET Framework on Windows: Ctrl+C / Ctrl+Break.
+            Console.CancelKeyPress += (s, e) => { e.Cancel = true; why = "Ctrl+C"; stop.Set(); };
         }
         return () => { stop.WaitOne(); return why; };
     }
