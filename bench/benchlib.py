@@ -119,6 +119,25 @@ def cpu_busy_pct(before: dict, after: dict) -> dict[str, dict[str, float]]:
     return res
 
 
+def others_snapshot(exclude: set[int]) -> dict[int, int]:
+    """CPU ticks (own + reaped children's) of every process except `exclude`."""
+    snap = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) in exclude:
+            continue
+        f = _stat_fields(int(name))
+        if f is not None:
+            snap[int(name)] = int(f[11]) + int(f[12]) + int(f[13]) + int(f[14])
+    return snap
+
+
+def others_cpu_seconds(before: dict[int, int], after: dict[int, int]) -> float:
+    """CPU time that processes other than the excluded ones used between two snapshots.
+    Processes that ended in between count through their parent's reaped-children time."""
+    ticks = sum(t - before.get(pid, 0) for pid, t in after.items())
+    return max(0, ticks) / CLK_TCK
+
+
 def loadavg() -> list[float]:
     try:
         return [float(x) for x in open("/proc/loadavg").read().split()[:3]]

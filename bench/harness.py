@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from benchlib import (BENCH, CLK_TCK, ROOT, BenchError, Sampler, Server, cpu_busy_pct, cpu_times, free_port,
-                      loadavg, log, rss_kb, run_hey, run_wrk, tool_version, tree_pids, verify)
+                      loadavg, log, others_cpu_seconds, others_snapshot, rss_kb, run_hey, run_wrk, tool_version, tree_pids, verify)
 from ladder import DEFAULT_LEVELS, format_report, parse_levels, run_ladder
 
 VENV = BENCH / ".venv"
@@ -269,18 +269,18 @@ def measure_wrk_point(url, c, plan, wrk_threads, load_cpu, sampler, pinned, name
     and keep the quietest attempt; every attempt's figures stay in the result."""
     attempts = []
     for i in range(plan.noise_retries + 1):
-        c0, j0 = sampler.cpu(), cpu_times()
+        excl = {os.getpid()} | set(sampler.current_pids())  # the harness's children time = wrk
+        c0, j0, o0 = sampler.cpu(), cpu_times(), others_snapshot(excl)
         r = run_wrk(url, c, plan.wrk_s, wrk_threads, load_cpu, REPORT_LUA)
-        j1 = cpu_times()
+        j1, o1 = cpu_times(), others_snapshot(excl)
         r["cpu_s"] = sampler.cpu() - c0
         r["cpu_us_per_req"] = r["cpu_s"] * 1e6 / r["requests"] if r["requests"] else None
-        # Noise: how each CPU was used, and how much of the machine's task time went to neither
-        # the server nor the load generator (other processes). Softirq (loopback TCP) and steal
-        # are reported apart, per CPU.
+        # Noise: how each CPU was used (task, irq+softirq, steal), and the CPU time of every other
+        # process (neither the server's tree nor the harness and its wrk) as % of the machine.
         r["cpu_busy_pct"] = cpu_busy_pct(j0, j1)
         secs = r["duration_us"] / 1e6 or 1.0
-        busy_s = sum((j1[k][0] - j0[k][0]) for k in j1) / CLK_TCK  # task time only, no softirq
-        r["other_load_pct"] = round(max(0.0, 100.0 * (busy_s - r["cpu_s"] - r["load_cpu_s"]) / (secs * NCPU)), 1)
+        r["other_cpu_s"] = round(others_cpu_seconds(o0, o1), 3)
+        r["other_load_pct"] = round(100.0 * r["other_cpu_s"] / (secs * NCPU), 1)
         if pinned:
             own = 100.0 * r["cpu_s"] / secs
             r["foreign_pct_on_server_cpu"] = round(max(0.0, r["cpu_busy_pct"].get("cpu0", {}).get("task", 0) - own), 1)

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
 
-from benchlib import BENCH, CLK_TCK, BenchError, cpu_seconds, cpu_times, log, run_wrk, tree_pids
+from benchlib import BENCH, BenchError, log, others_cpu_seconds, others_snapshot, run_wrk, tree_pids
 
 LADDER_LUA = BENCH / "wrk" / "ladder.lua"
 DEFAULT_LEVELS = [1, 2, 4, 8, 16, 32, 64, 128, 256]
@@ -29,17 +30,16 @@ def parse_levels(text: str) -> list[int]:
 
 
 def _level(url, conc, duration, threads, pin, server_pid, ncpu):
-    """One level, with the share of the machine's task time that went to other processes
-    (neither wrk nor, when its pid is known, the server)."""
-    j0 = cpu_times()
-    s0 = cpu_seconds(tree_pids(server_pid), server_pid) if server_pid else 0.0
+    """One level, with the CPU time that other processes (neither the server's tree, when its
+    pid is known, nor this process and its wrk) used meanwhile, as % of the machine."""
+    excl = ({os.getpid()} | set(tree_pids(server_pid))) if server_pid else set()
+    o0 = others_snapshot(excl) if server_pid else None
     r = run_wrk(url, conc, duration, threads, pin, LADDER_LUA)
-    s1 = cpu_seconds(tree_pids(server_pid), server_pid) if server_pid else 0.0
-    j1 = cpu_times()
-    busy = sum(j1[k][0] - j0[k][0] for k in j1) / CLK_TCK
     secs = r["duration_us"] / 1e6 or 1.0
-    r["other_load_pct"] = round(max(0.0, 100.0 * (busy - (s1 - s0) - r["load_cpu_s"]) / (secs * ncpu)), 1) \
-        if server_pid else None
+    if server_pid:
+        r["other_load_pct"] = round(100.0 * others_cpu_seconds(o0, others_snapshot(excl)) / (secs * ncpu), 1)
+    else:
+        r["other_load_pct"] = None
     return r
 
 
@@ -48,7 +48,6 @@ def run_ladder(url: str, levels: list[int], warmup: float, duration: float,
                noise_limit: float = 10.0, noise_retries: int = 0) -> dict:
     """noise_retries > 0 (needs server_pid): a level during which more than noise_limit % of
     the machine went to other processes is run again, and the quietest attempt kept."""
-    import os
     ncpu = os.cpu_count() or 1
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     warm = None
