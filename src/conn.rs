@@ -26,14 +26,19 @@ fn now_ms() -> u64 {
     EPOCH.elapsed().as_millis() as u64 + 1
 }
 
-/// What the watchdog needs to know about a connection; updated by reads and requests.
+/// What the watchdog needs to know about a connection. The hot path only bumps
+/// counters and flags; the watchdog reads the clock once per tick and turns changes it
+/// sees into times, so no request pays for a clock read.
 pub(crate) struct ConnState {
     pub remote: String,
     pub is_h2: AtomicBool,
     in_flight: AtomicU32,
-    /// When bytes of a not-yet-complete request head first arrived (0 = none pending).
-    head_since: AtomicU64,
-    last_activity: AtomicU64,
+    /// Bytes of a request head arrived and no request started from them yet.
+    head_pending: AtomicBool,
+    /// Bumped by every read with data and every request start and end.
+    events: AtomicU64,
+    /// Bumped by every request start.
+    requests: AtomicU64,
     started: AtomicBool,
     /// The bytes read so far end where a request head ends (CRLF CRLF): nothing partial
     /// can be waiting behind them in hyper's buffer.
@@ -42,18 +47,21 @@ pub(crate) struct ConnState {
 
 impl ConnState {
     fn on_read(&self, n: usize) {
-        let now = now_ms();
-        self.last_activity.store(now, Relaxed);
-        if n > 0 && self.in_flight.load(Relaxed) == 0 && self.head_since.load(Relaxed) == 0 {
-            self.head_since.store(now, Relaxed);
+        if n > 0 {
+            self.events.fetch_add(1, Relaxed);
+            if self.in_flight.load(Relaxed) == 0 {
+                self.head_pending.store(true, Relaxed);
+            }
+            self.started.store(true, Relaxed);
         }
-        self.started.store(true, Relaxed);
     }
 
     /// Called when a request head is complete and handed to the service.
     pub fn request_started(self: &Arc<Self>, bodiless: bool) -> InFlight {
         self.in_flight.fetch_add(1, Relaxed);
-        self.head_since.store(0, Relaxed);
+        self.head_pending.store(false, Relaxed);
+        self.requests.fetch_add(1, Relaxed);
+        self.events.fetch_add(1, Relaxed);
         InFlight { conn: self.clone(), bodiless }
     }
 }
@@ -67,15 +75,22 @@ pub(crate) struct InFlight {
 impl Drop for InFlight {
     fn drop(&mut self) {
         let c = &self.conn;
-        let now = now_ms();
-        c.last_activity.store(now, Relaxed);
+        c.events.fetch_add(1, Relaxed);
         // Bytes read with a bodiless request that do not end at a head boundary are the
         // start of a pipelined request: its header clock starts now.
-        if self.bodiless && !c.at_boundary.load(Relaxed) && c.head_since.load(Relaxed) == 0 {
-            c.head_since.store(now, Relaxed);
+        if self.bodiless && !c.at_boundary.load(Relaxed) {
+            c.head_pending.store(true, Relaxed);
         }
         c.in_flight.fetch_sub(1, Relaxed);
     }
+}
+
+/// The watchdog's own view of time for one connection.
+struct Clock {
+    events: u64,
+    requests: u64,
+    last_activity: u64,
+    head_since: Option<u64>,
 }
 
 /// The socket as hyper sees it, counting bytes and noting activity.
@@ -148,18 +163,20 @@ pub(crate) async fn serve(stream: TcpStream, remote: SocketAddr, run: Arc<Run>, 
         remote: remote.to_string(),
         is_h2: AtomicBool::new(false),
         in_flight: AtomicU32::new(0),
-        head_since: AtomicU64::new(0),
-        last_activity: AtomicU64::new(now_ms()),
+        head_pending: AtomicBool::new(false),
+        events: AtomicU64::new(0),
+        requests: AtomicU64::new(0),
         started: AtomicBool::new(false),
         at_boundary: AtomicBool::new(true),
     });
+    let mut clock = Clock { events: 0, requests: 0, last_activity: now_ms(), head_since: None };
     let fd = stream.as_raw_fd();
     let work = drive(stream, state.clone(), run.clone(), shutdown);
     tokio::pin!(work);
     let sleep = tokio::time::sleep(Duration::from_secs(3600));
     tokio::pin!(sleep);
     loop {
-        match check(&state, &run.limits) {
+        match check(&state, &mut clock, &run.limits) {
             Verdict::Wait(ms) => {
                 // State changes (a request ends, bytes arrive) do not wake the watchdog, so it
                 // also looks again every `tick`.
@@ -196,23 +213,35 @@ enum Verdict {
     Timeout408,
 }
 
-fn check(state: &ConnState, limits: &crate::config::Limits) -> Verdict {
+fn check(state: &ConnState, clock: &mut Clock, limits: &crate::config::Limits) -> Verdict {
     let (header_ms, idle_ms) = (limits.header_timeout.as_millis() as u64, limits.idle_timeout.as_millis() as u64);
     let now = now_ms();
+    let events = state.events.load(Relaxed);
+    if events != clock.events {
+        clock.events = events;
+        clock.last_activity = now;
+    }
+    let requests = state.requests.load(Relaxed);
+    if requests != clock.requests {
+        // A request started since the last look: any head seen pending then is done.
+        clock.requests = requests;
+        clock.head_since = None;
+    }
     if state.in_flight.load(Relaxed) > 0 {
+        clock.head_since = None;
         return Verdict::Wait(idle_ms.max(1000));
     }
-    let head_since = state.head_since.load(Relaxed);
-    if head_since != 0 && header_ms > 0 && !state.is_h2.load(Relaxed) {
-        let due = head_since + header_ms;
+    if state.head_pending.load(Relaxed) && header_ms > 0 && !state.is_h2.load(Relaxed) {
+        let due = *clock.head_since.get_or_insert(now) + header_ms;
         return if now >= due { Verdict::Timeout408 } else { Verdict::Wait(due - now) };
     }
+    clock.head_since = None;
     // A connection that never sent a byte gets the header timeout, not the idle one.
     let limit = if !state.started.load(Relaxed) && header_ms > 0 { header_ms } else { idle_ms };
     if limit == 0 {
         return Verdict::Wait(3_600_000);
     }
-    let due = state.last_activity.load(Relaxed) + limit;
+    let due = clock.last_activity + limit;
     if now >= due { Verdict::Close } else { Verdict::Wait(due - now) }
 }
 

@@ -72,7 +72,7 @@ pub struct Answer {
 /// Owned request contents. The views in `info` point into `text`, `body` and the two
 /// view vectors, all heap blocks that never move or change after construction.
 pub struct RequestData {
-    _text: Box<[u8]>,
+    _text: Vec<u8>,
     body: Bytes,
     headers: Vec<HeaderView>,
     params: Vec<HeaderView>,
@@ -97,43 +97,52 @@ pub struct Parts<'a> {
     pub http_version: u32,
 }
 
-type Span = (usize, usize);
-
+/// An append-only text block sized exactly up front, so it never reallocates and a view
+/// taken of one piece stays valid while later pieces are appended.
 struct Text(Vec<u8>);
 
 impl Text {
-    fn push(&mut self, s: &[u8]) -> Span {
+    fn push(&mut self, s: &[u8]) -> StrView {
+        assert!(self.0.len() + s.len() <= self.0.capacity(), "Text was sized too small");
         let start = self.0.len();
         self.0.extend_from_slice(s);
-        (start, s.len())
+        // SAFETY: in bounds; the buffer never reallocates (checked above), so the view
+        // stays valid for the life of the Vec.
+        StrView { ptr: unsafe { self.0.as_ptr().add(start) }.cast(), len: s.len() }
     }
 }
 
 impl RequestData {
     pub fn new(p: Parts<'_>) -> RequestData {
-        let mut t = Text(Vec::with_capacity(256));
+        let size = p.method.len()
+            + p.path.len()
+            + p.query.len()
+            + p.remote_addr.len()
+            + p.route.len()
+            + p.headers.iter().map(|(k, v)| k.as_str().len() + v.len()).sum::<usize>()
+            + p.params.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>();
+        let mut t = Text(Vec::with_capacity(size));
         let method = t.push(p.method.as_bytes());
         let path = t.push(p.path.as_bytes());
         let query = t.push(p.query.as_bytes());
         let remote = t.push(p.remote_addr.as_bytes());
         let route = t.push(p.route.as_bytes());
-        let header_spans: Vec<(Span, Span)> =
-            p.headers.iter().map(|(k, v)| (t.push(k.as_str().as_bytes()), t.push(v.as_bytes()))).collect();
-        let param_spans: Vec<(Span, Span)> =
-            p.params.iter().map(|(k, v)| (t.push(k.as_bytes()), t.push(v.as_bytes()))).collect();
-        let text = t.0.into_boxed_slice();
-        let view = |(start, len): Span| StrView::of(&text[start..start + len]);
-        let pair = |(k, v): &(Span, Span)| HeaderView { name: view(*k), value: view(*v) };
-        let headers: Vec<HeaderView> = header_spans.iter().map(pair).collect();
-        let params: Vec<HeaderView> = param_spans.iter().map(pair).collect();
+        let headers: Vec<HeaderView> = p
+            .headers
+            .iter()
+            .map(|(k, v)| HeaderView { name: t.push(k.as_str().as_bytes()), value: t.push(v.as_bytes()) })
+            .collect();
+        let params: Vec<HeaderView> =
+            p.params.iter().map(|(k, v)| HeaderView { name: t.push(k.as_bytes()), value: t.push(v.as_bytes()) }).collect();
+        let text = t.0;
         let info = RequestInfo {
             id: p.id,
-            method: view(method),
-            path: view(path),
-            query: view(query),
+            method,
+            path,
+            query,
             body: StrView::of(&p.body),
-            remote_addr: view(remote),
-            route: view(route),
+            remote_addr: remote,
+            route,
             headers: if headers.is_empty() { std::ptr::null() } else { headers.as_ptr() },
             header_count: headers.len(),
             params: if params.is_empty() { std::ptr::null() } else { params.as_ptr() },
