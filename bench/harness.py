@@ -603,6 +603,8 @@ def write_chart(R: dict, path: Path) -> str | None:
     fig, axes = plt.subplots(1, len(modes), figsize=(7.5 * len(modes), 6), squeeze=False)
     styles = {"ceiling": ("black", "-", 2.5), "ember": (None, "-", 2.0), "native": (None, "--", 1.3),
               "python": (None, ":", 1.6), "dotnet": (None, "-.", 1.6)}
+    names = [t.name for t in all_targets()]
+    palette = plt.get_cmap("tab20").colors
     for ax, mode in zip(axes[0], modes):
         for name, r in R["runs"][mode].items():
             if r.get("status") != "ok":
@@ -610,6 +612,8 @@ def write_chart(R: dict, path: Path) -> str | None:
             xs = sorted(int(c) for c in r["wrk"])
             ys = [r["wrk"][str(c)]["rps"] for c in xs]
             color, ls, lw = styles.get(r["group"], (None, "-", 1.5))
+            if color is None:
+                color = palette[names.index(name) % len(palette)] if name in names else None
             ax.plot(xs, ys, marker="o", markersize=3, label=name, color=color, linestyle=ls, linewidth=lw)
         ax.set_xscale("log", base=2)
         ax.set_xticks(R["meta"]["plan"]["concurrency"])
@@ -879,4 +883,7 @@ def ladder_for(t: Target, levels, warm, dur, rawdir: Path, out: Path, plan: Plan
 
 
 if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--chart-from":  # redraw a chart from results.json
+        res = json.loads(Path(sys.argv[2]).read_text())
+        sys.exit(1 if write_chart(res, Path(sys.argv[2]).parent / "rps_by_concurrency.png") else 0)
     sys.exit(main())
