@@ -17,14 +17,17 @@ pub struct Hooks {
 
 impl Hooks {
     pub(crate) fn start(&self) {
-        if let Some(f) = &self.on_start {
-            drop(std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f())));
-        }
+        run_hook(&self.on_start)
     }
     pub(crate) fn stop(&self) {
-        if let Some(f) = &self.on_stop {
-            drop(std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f())));
-        }
+        run_hook(&self.on_stop)
+    }
+}
+
+/// A panicking host hook must not take the engine thread down with it.
+fn run_hook(hook: &Option<ThreadHook>) {
+    if let Some(f) = hook {
+        drop(std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f())));
     }
 }
 

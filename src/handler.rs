@@ -55,11 +55,7 @@ pub(crate) fn invoke(server_id: u64, handler: &Handler, request: &Request, log: 
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(request)));
     IN_HANDLER.with(|c| c.set(previous));
     if let Err(panic) = outcome {
-        let what = panic
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| panic.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "unknown panic".into());
+        let what = crate::error::panic_message(&*panic);
         log.error(&format!("handler for {} {} panicked: {what}", request.data.method(), request.data.path()));
         respond(request.id(), response::canned(500, false)).ok();
     }

@@ -65,7 +65,7 @@ impl Router {
 
     pub fn find(&self, method: &Method, path: &str) -> Match<'_> {
         let upper;
-        let path = if path.bytes().any(|b| b.is_ascii_lowercase()) && path.contains('%') {
+        let path = if path.contains('%') {
             upper = uppercase_escapes(path);
             upper.as_str()
         } else {

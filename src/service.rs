@@ -115,11 +115,7 @@ async fn wait(run: &Run, pending: Pending, mut rx: oneshot::Receiver<Answer>) ->
 /// RFC 9112 §3.2: an HTTP/1.1 request carries exactly one Host header, HTTP/1.0 at most one.
 fn host_header_ok(parts: &http::request::Parts) -> bool {
     let hosts = parts.headers.get_all(http::header::HOST).iter().count();
-    match parts.version {
-        Version::HTTP_11 => hosts == 1,
-        Version::HTTP_10 | Version::HTTP_09 => hosts <= 1,
-        _ => hosts <= 1,
-    }
+    if parts.version == Version::HTTP_11 { hosts == 1 } else { hosts <= 1 }
 }
 
 /// Ends the request in the registry if this future is dropped first (client gone, stop).

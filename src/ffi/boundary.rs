@@ -11,11 +11,7 @@ pub(crate) fn guard(f: impl FnOnce() -> Result<()>) -> ember_result {
         Ok(Ok(())) => 0,
         Ok(Err(e)) => fail(e),
         Err(panic) => {
-            let what = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".into());
+            let what = crate::error::panic_message(&*panic);
             fail(Error::new(ErrorKind::Panic, format!("internal error (panic caught at the C boundary): {what}")))
         }
     }
