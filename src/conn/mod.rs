@@ -26,8 +26,8 @@ use watchdog::{check, tick, Clock, Verdict};
 const POLITE_GRACE: Duration = Duration::from_secs(1);
 
 /// Serves one TCP connection until it closes, the watchdog ends it, or the runtime stops.
-pub(crate) async fn serve(stream: TcpStream, remote: SocketAddr, run: Arc<Run>, shutdown: watch::Receiver<bool>) {
-    let state = ConnState::new(remote.to_string());
+pub(crate) async fn serve(stream: TcpStream, remote: SocketAddr, run: Arc<Run>, shutdown: watch::Receiver<bool>, open: Box<dyn Send + Sync>) {
+    let state = ConnState::new(remote.to_string(), open);
     let raw = rawsock::raw_of(&stream);
     let polite = Arc::new(Notify::new());
     let mut clock = Clock::new();
@@ -99,7 +99,7 @@ where
         tokio::pin!(conn);
         until_done(conn.as_mut(), &mut shutdown, &polite, |c| c.graceful_shutdown()).await;
     } else {
-        let conn = run.http1.serve_connection(io, svc);
+        let conn = run.http1.serve_connection(io, svc).with_upgrades();
         tokio::pin!(conn);
         until_done(conn.as_mut(), &mut shutdown, &polite, |c| c.graceful_shutdown()).await;
     }
