@@ -4,10 +4,15 @@
 
 use crate::server::Run;
 use crate::service;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+#[cfg(feature = "http2")]
+use hyper_util::rt::TokioExecutor;
+use hyper_util::rt::TokioIo;
 use std::io;
 use std::net::SocketAddr;
+#[cfg(unix)]
 use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
+#[cfg(windows)]
+use std::os::windows::io::{AsRawSocket, BorrowedSocket, RawSocket};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -170,7 +175,10 @@ pub(crate) async fn serve(stream: TcpStream, remote: SocketAddr, run: Arc<Run>, 
         at_boundary: AtomicBool::new(true),
     });
     let mut clock = Clock { events: 0, requests: 0, last_activity: now_ms(), head_since: None };
+    #[cfg(unix)]
     let fd = stream.as_raw_fd();
+    #[cfg(windows)]
+    let fd = stream.as_raw_socket();
     let work = drive(stream, state.clone(), run.clone(), shutdown);
     tokio::pin!(work);
     let sleep = tokio::time::sleep(Duration::from_secs(3600));
@@ -248,6 +256,7 @@ fn check(state: &ConnState, clock: &mut Clock, limits: &crate::config::Limits) -
 /// Writes a last word on a socket hyper still owns; the caller closes the connection
 /// right after, so nothing interleaves with hyper's own writes. Unread input is drained
 /// first: closing over it would send a reset that can destroy the answer in flight.
+#[cfg(unix)]
 fn send_raw(fd: RawFd, bytes: &[u8]) {
     // SAFETY: the stream owning fd is alive inside the pinned `work` future of the caller.
     let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
@@ -258,6 +267,25 @@ fn send_raw(fd: RawFd, bytes: &[u8]) {
         let n = unsafe { libc::recv(fd, scratch.as_mut_ptr().cast(), scratch.len(), libc::MSG_DONTWAIT) };
         if n <= 0 {
             break;
+        }
+    }
+    let _ = sock.send(bytes);
+    let _ = sock.shutdown(std::net::Shutdown::Write);
+}
+
+/// Windows has no MSG_DONTWAIT; tokio's sockets are non-blocking there too, so a plain
+/// read drains what is buffered and stops at WouldBlock.
+#[cfg(windows)]
+fn send_raw(sock: RawSocket, bytes: &[u8]) {
+    use std::io::Read;
+    // SAFETY: the stream owning the socket is alive inside the pinned `work` future of the caller.
+    let borrowed = unsafe { BorrowedSocket::borrow_raw(sock) };
+    let sock = socket2::SockRef::from(&borrowed);
+    let mut scratch = [0u8; 4096];
+    for _ in 0..16 {
+        match (&*sock).read(&mut scratch) {
+            Ok(n) if n > 0 => {}
+            _ => break,
         }
     }
     let _ = sock.send(bytes);
@@ -295,15 +323,21 @@ async fn drive(stream: TcpStream, state: Arc<ConnState>, run: Arc<Run>, mut shut
         let (run, state) = (run.clone(), state.clone());
         hyper::service::service_fn(move |req| service::handle(run.clone(), state.clone(), req))
     };
+    #[cfg(not(feature = "http2"))]
+    if is_h2 {
+        // Built without HTTP/2 (the minimal library): a prior-knowledge client is closed.
+        return;
+    }
+    #[cfg(feature = "http2")]
     if is_h2 {
         let conn = run.http2.serve_connection(io, svc);
         tokio::pin!(conn);
         until_done(conn.as_mut(), &mut shutdown, |c| c.graceful_shutdown()).await;
-    } else {
-        let conn = run.http1.serve_connection(io, svc);
-        tokio::pin!(conn);
-        until_done(conn.as_mut(), &mut shutdown, |c| c.graceful_shutdown()).await;
+        return;
     }
+    let conn = run.http1.serve_connection(io, svc);
+    tokio::pin!(conn);
+    until_done(conn.as_mut(), &mut shutdown, |c| c.graceful_shutdown()).await;
 }
 
 /// Polls a connection to the end, asking it to finish gracefully when the server stops.
@@ -319,6 +353,7 @@ async fn until_done<F: std::future::Future>(mut conn: Pin<&mut F>, shutdown: &mu
     conn.await;
 }
 
+#[cfg(feature = "http2")]
 pub(crate) fn http2_builder() -> hyper::server::conn::http2::Builder<TokioExecutor> {
     hyper::server::conn::http2::Builder::new(TokioExecutor::new())
 }

@@ -35,6 +35,7 @@ pub(crate) struct Run {
     pub counters: Arc<Counters>,
     pub log: Logger,
     pub http1: hyper::server::conn::http1::Builder,
+    #[cfg(feature = "http2")]
     pub http2: hyper::server::conn::http2::Builder<hyper_util::rt::TokioExecutor>,
 }
 
@@ -196,8 +197,12 @@ impl Server {
             .max_buf_size(limits.max_header_bytes.max(8192) * 2)
             .max_header_size(limits.max_header_bytes)
             .max_headers(limits.max_headers);
-        let mut http2 = conn::http2_builder();
-        http2.max_header_list_size(limits.max_header_bytes as u32);
+        #[cfg(feature = "http2")]
+        let http2 = {
+            let mut http2 = conn::http2_builder();
+            http2.max_header_list_size(limits.max_header_bytes as u32);
+            http2
+        };
         let run = Arc::new(Run {
             server_id: self.id,
             router,
@@ -206,6 +211,7 @@ impl Server {
             counters: self.counters.clone(),
             log: log.clone(),
             http1,
+            #[cfg(feature = "http2")]
             http2,
         });
         let (shutdown, shutdown_rx) = watch::channel(false);
@@ -360,6 +366,9 @@ fn bind_all(addrs: &[SocketAddr]) -> Result<(Vec<std::net::TcpListener>, Vec<u16
 fn bind(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
     use socket2::{Domain, Protocol, Socket, Type};
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    // On Windows SO_REUSEADDR lets a second socket take over a port already listened on;
+    // its default (no reuse) is what unix gets from SO_REUSEADDR here.
+    #[cfg(unix)]
     socket.set_reuse_address(true)?;
     if addr.is_ipv6() {
         socket.set_only_v6(true)?;
