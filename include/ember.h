@@ -23,6 +23,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/** The version of Ember this header belongs to; ember_version() gives the loaded library's. */
+#define EMBER_VERSION_MAJOR 0
+#define EMBER_VERSION_MINOR 1
+#define EMBER_VERSION_PATCH 0
+#define EMBER_VERSION_STRING "0.1.0"
+
 /**
  * The ABI version; bumped when functions are added (nothing is ever removed).
  * 2: `ember_request_info` and `ember_stats` start with their size, `ember_request_get_info`

@@ -18,6 +18,7 @@ pub(crate) struct Run {
     pub counters: Arc<Counters>,
     pub log: Logger,
     pub http1: hyper::server::conn::http1::Builder,
+    #[cfg(feature = "http2")]
     pub http2: hyper::server::conn::http2::Builder<hyper_util::rt::TokioExecutor>,
     /// Turns true when the server stops (WebSocket tasks close with 1001).
     pub shutdown: tokio::sync::watch::Receiver<bool>,
@@ -42,9 +43,25 @@ impl Run {
             .max_buf_size(limits.max_header_bytes.max(8192) * 2)
             .max_header_size(limits.max_header_bytes)
             .max_headers(limits.max_headers);
-        let mut http2 = hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new());
-        // The header list limit is a u32 in HTTP/2; a larger limit means "as large as it goes".
-        http2.max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX));
-        Run { server_id, router, limits, dispatcher, counters, log, http1, http2, shutdown, hub: Arc::default() }
+        #[cfg(feature = "http2")]
+        let http2 = {
+            let mut http2 = hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new());
+            // The header list limit is a u32 in HTTP/2; a larger limit means "as large as it goes".
+            http2.max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX));
+            http2
+        };
+        Run {
+            server_id,
+            router,
+            limits,
+            dispatcher,
+            counters,
+            log,
+            http1,
+            #[cfg(feature = "http2")]
+            http2,
+            shutdown,
+            hub: Arc::default(),
+        }
     }
 }

@@ -27,6 +27,9 @@ fn bind(spec: &Listen) -> io::Result<std::net::TcpListener> {
     use socket2::{Domain, Protocol, Socket, Type};
     let addr = spec.addr;
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    // On Windows SO_REUSEADDR lets a second socket take over a port already listened on;
+    // its default (no reuse) is what unix gets from SO_REUSEADDR here.
+    #[cfg(unix)]
     socket.set_reuse_address(true)?;
     if spec.reuse_port {
         reuse_port(&socket)?;

@@ -95,14 +95,20 @@ where
         hyper::service::service_fn(move |req| service::handle(run.clone(), state.clone(), req))
     };
     if is_h2 {
-        let conn = run.http2.serve_connection(io, svc);
-        tokio::pin!(conn);
-        until_done(conn.as_mut(), &mut shutdown, &polite, |c| c.graceful_shutdown()).await;
-    } else {
-        let conn = run.http1.serve_connection(io, svc).with_upgrades();
-        tokio::pin!(conn);
-        until_done(conn.as_mut(), &mut shutdown, &polite, |c| c.graceful_shutdown()).await;
+        #[cfg(feature = "http2")]
+        {
+            let conn = run.http2.serve_connection(io, svc);
+            tokio::pin!(conn);
+            until_done(conn.as_mut(), &mut shutdown, &polite, |c| c.graceful_shutdown()).await;
+        }
+        // Built without HTTP/2 (the minimal library): a prior-knowledge client is closed.
+        #[cfg(not(feature = "http2"))]
+        drop((io, svc));
+        return;
     }
+    let conn = run.http1.serve_connection(io, svc).with_upgrades();
+    tokio::pin!(conn);
+    until_done(conn.as_mut(), &mut shutdown, &polite, |c| c.graceful_shutdown()).await;
 }
 
 /// Polls a connection to the end, asking it to finish gracefully when the server stops

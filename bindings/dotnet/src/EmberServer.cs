@@ -35,6 +35,8 @@ namespace Ember
         public EmberServer(EmberOptions options)
         {
             if (options == null) throw new ArgumentNullException("options");
+            // Before the first P/Invoke: find the engine next to this assembly and check its ABI.
+            NativeLoader.EnsureLoaded();
             _options = options;
             ShutdownHook.Ensure();
         }
@@ -53,10 +55,17 @@ namespace Ember
         public event EventHandler<EmberLogEventArgs> Log;
 
         /// <summary>The engine's version string.</summary>
-        public static string NativeVersion { get { return Utf8.FromCString(NativeMethods.ember_version()); } }
+        public static string NativeVersion { get { NativeLoader.EnsureLoaded(); return Utf8.FromCString(NativeMethods.ember_version()); } }
 
         /// <summary>The engine's ABI version (EMBER_ABI_VERSION).</summary>
-        public static uint NativeAbiVersion { get { return NativeMethods.ember_abi_version(); } }
+        public static uint NativeAbiVersion { get { NativeLoader.EnsureLoaded(); return NativeMethods.ember_abi_version(); } }
+
+        /// <summary>The ABI version this Ember.dll was built for; the engine must have the same.</summary>
+        public static uint ExpectedAbiVersion { get { return NativeMethods.EMBER_ABI_VERSION; } }
+
+        /// <summary>The native engine file in use (loads it if needed). Set the EMBER_LIBRARY
+        /// environment variable to choose the file yourself.</summary>
+        public static string NativeLibraryPath { get { NativeLoader.EnsureLoaded(); return NativeLoader.LoadedFrom; } }
 
         // ---------------- routes ----------------
 

@@ -82,6 +82,10 @@ namespace Ember.Interop
         /// under Mono), libember.dylib (macOS).</summary>
         internal const string Lib = "ember";
 
+        /// <summary>The ABI these declarations mirror (include/ember.h's EMBER_ABI_VERSION);
+        /// NativeLoader refuses an engine of another version.</summary>
+        internal const uint EMBER_ABI_VERSION = 3;
+
         internal const int EMBER_OK = 0;
         internal const int EMBER_DISPATCH_INLINE = 0;
         internal const int EMBER_DISPATCH_POOL = 1;
