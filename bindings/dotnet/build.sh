@@ -28,6 +28,12 @@ fi
 $CSC -nologo -target:library -unsafe+ -langversion:7 $opt $refs -doc:"$out/Ember.xml" \
     -nowarn:1591 -out:"$out/Ember.dll" $src
 
+# The Mono thread shim (see native/ember_mono.c); optional: without it no thread hooks are set.
+if command -v cc >/dev/null 2>&1; then
+    cc -O2 -Wall -Wextra -shared -fPIC -o "$out/libember_mono.so" "$here/native/ember_mono.c" -ldl
+else
+    echo "build.sh: no C compiler, libember_mono.so not built (engine threads then attach to Mono implicitly)" >&2
+fi
 cp "$here/Ember.dll.config" "$out/"
 if [ -f "$root/target/release/libember.so" ]; then cp "$root/target/release/libember.so" "$out/"; fi
 echo "built $out/Ember.dll"
