@@ -8,8 +8,9 @@ namespace Ember
 {
     /// <summary>
     /// Under Mono, every engine thread (I/O worker and pool thread) is registered with the
-    /// runtime when it starts and unregistered before it ends, through the native shim
-    /// libember_mono (bindings/dotnet/native/ember_mono.c) set as the server's thread hooks.
+    /// runtime when it starts (a managed start hook: the callback attaches it) and unregistered
+    /// before it ends by the native shim libember_mono (bindings/dotnet/native/ember_mono.c),
+    /// the stop hook: a thread cannot detach itself from inside a managed callback.
     /// Without it Mono registers a thread implicitly on its first callback and unregisters it
     /// only while the thread is being torn down. The .NET Framework needs no shim (the CLR
     /// tracks native threads itself); when the shim is missing nothing is set.
@@ -25,10 +26,11 @@ namespace Ember
         static extern int ember_mono_init(ManagedFn managed);
 
         [DllImport("ember_mono", CallingConvention = CallingConvention.Cdecl)]
-        static extern void ember_mono_hooks(out IntPtr start, out IntPtr stop);
+        static extern IntPtr ember_mono_stop_hook();
 
-        // Static: it lives as long as this AppDomain, so the shim can always call it.
+        // Static: they live as long as this AppDomain, so the engine and the shim can always call them.
         static readonly ManagedFn s_managed = OnThread;
+        static readonly EmberThreadFn s_startFn = userData => OnThread(1);
         static readonly object s_lock = new object();
         static readonly HashSet<EngineThread> s_threads = new HashSet<EngineThread>();
         static int s_state;   // 0 = not tried, 1 = shim ready, -1 = unavailable
@@ -64,7 +66,8 @@ namespace Ember
                 try
                 {
                     if (ember_mono_init(s_managed) != 0) return false;
-                    ember_mono_hooks(out s_start, out s_stop);
+                    s_stop = ember_mono_stop_hook();
+                    s_start = Marshal.GetFunctionPointerForDelegate(s_startFn);
                     s_state = 1;
                 }
                 catch (DllNotFoundException) { }
