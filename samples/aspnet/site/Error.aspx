@@ -1,8 +1,11 @@
 <%@ Page Language="C#" %>
 <script runat="server">
+    // Rendered in place of a failed request (customErrors, redirectMode="ResponseRewrite"):
+    // keeps the failure's HTTP status (500 for an exception, 405 for a refused method ...).
     protected void Page_Load(object sender, EventArgs e)
     {
-        Response.StatusCode = 500;
+        HttpException http = Server.GetLastError() as HttpException;
+        Response.StatusCode = http != null ? http.GetHttpCode() : 500;
         Response.TrySkipIisCustomErrors = true;
     }
 </script>

@@ -8,8 +8,19 @@
         Application["sessions"] = 0;
     }
 
+    // With EMBER_REFERENCE_ROOT=1 (set by tests/run_aspnet.sh for the shared conformance suite),
+    // GET / answers the reference app's hello body instead of Default.aspx.
+    static readonly bool ReferenceRoot = System.Environment.GetEnvironmentVariable("EMBER_REFERENCE_ROOT") == "1";
+
     void Application_BeginRequest(object sender, EventArgs e)
     {
+        if (ReferenceRoot && Request.Path == "/" && Request.HttpMethod != "POST")
+        {
+            Response.ContentType = "application/json";
+            Response.Write("{\"code\": 1, \"msg\": \"Hello WebAPI\"}");
+            CompleteRequest();
+            return;
+        }
         Application.Lock();
         int n = (int)Application["requests"] + 1;
         Application["requests"] = n;

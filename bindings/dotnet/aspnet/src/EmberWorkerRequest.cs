@@ -60,8 +60,15 @@ namespace Ember.AspNet
                 }
                 else
                 {
+                    // Repeats become one comma-joined field, as IIS hands them to System.Web.
                     if (unknown == null) unknown = new List<string[]>();
-                    unknown.Add(new[] { name, value });
+                    string[] same = null;
+                    foreach (string[] u in unknown)
+                    {
+                        if (string.Equals(u[0], name, StringComparison.OrdinalIgnoreCase)) { same = u; break; }
+                    }
+                    if (same != null) same[1] = same[1] + ", " + value;
+                    else unknown.Add(new[] { name, value });
                 }
             }
             _unknown = unknown == null ? NoHeaders : unknown.ToArray();

@@ -69,7 +69,7 @@ namespace ReferenceHandlers
                 read += n;
             }
             ctx.Response.ContentType = ctx.Request.Headers["Content-Type"] ?? "application/octet-stream";
-            ctx.Response.OutputStream.Write(body, 0, read);
+            if (read > 0) ctx.Response.OutputStream.Write(body, 0, read);   // Mono refuses an empty write
         }
     }
 
