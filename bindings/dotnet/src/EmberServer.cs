@@ -86,6 +86,10 @@ namespace Ember
         public EmberServer MapAny(string pattern, Action<EmberContext> handler) { return Map(null, pattern, handler); }
         public EmberServer MapAny(string pattern, Func<EmberContext, Task> handler) { return Map(null, pattern, handler); }
 
+        /// <summary>Adapters (OWIN) learn here that the server begins to stop (before in-flight
+        /// requests are drained), on the thread that called Stop.</summary>
+        internal event Action Stopping;
+
         /// <summary>Maps an adapter's handler that answers by itself (System.Web, OWIN).</summary>
         internal EmberServer MapRaw(string method, string pattern, RawHandler handler)
         {
@@ -228,6 +232,11 @@ namespace Ember
                 _running = null;
             }
             if (inst == null) return;
+            var stopping = Stopping;
+            if (stopping != null)
+            {
+                try { stopping(); } catch (Exception ex) { RaiseLog(EmberLogLevel.Warn, "stop hook failed: " + ex.Message, ex); }
+            }
             uint ms = TimeoutMs(timeout);
             if (inst.IsCurrentHandlerThread) inst.StopFromHandler(ms);
             else if (inst.IsCurrentAsyncHandler)

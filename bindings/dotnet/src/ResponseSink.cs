@@ -4,11 +4,11 @@ using System.Text;
 using System.Threading;
 using Ember.Interop;
 
-namespace Ember.AspNet
+namespace Ember
 {
     /// <summary>
-    /// Collects what System.Web sends (status, header lines, body chunks) and hands it to the
-    /// engine. Every response leaves through <see cref="Flush"/>; it is the one place that talks
+    /// Collects what an adapter sends (System.Web's HttpWorkerRequest, the OWIN server: status,
+    /// header lines, body chunks) and hands it to the engine. Every response leaves through <see cref="Flush"/>; it is the one place that talks
     /// to the engine, for the System.Web host and the OWIN server alike.
     ///
     /// STREAMING HOOK (responses): today the engine takes an answer in one call, so a non-final
