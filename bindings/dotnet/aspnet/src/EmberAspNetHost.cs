@@ -29,6 +29,7 @@ namespace Ember.AspNet
         readonly string _virtualPath, _physicalPath;
         Generation _current;
         int _generations;
+        bool _inlineRefused;
         string _localAddress = "127.0.0.1";
         int _localPort;
 
@@ -43,8 +44,9 @@ namespace Ember.AspNet
 
         /// <param name="physicalPath">The application folder (with web.config, bin/ ...).</param>
         /// <param name="virtualPath">Where it is mounted, "/" or e.g. "/shop".</param>
-        /// <param name="options">Engine options (limits, dispatch, listen address); Pool dispatch
-        /// is the right one for System.Web, which blocks (session locks, synchronous I/O).</param>
+        /// <param name="options">Engine options (limits, listen address ...). Dispatch is always
+        /// Pool: System.Web blocks the thread that runs a request (Inline is replaced, with a
+        /// warning in the Log).</param>
         public EmberAspNetHost(string physicalPath, string virtualPath, EmberOptions options)
         {
             if (physicalPath == null) throw new ArgumentNullException("physicalPath");
@@ -53,7 +55,16 @@ namespace Ember.AspNet
             if (virtualPath.Length > 1) virtualPath = virtualPath.TrimEnd('/');
             _physicalPath = Path.GetFullPath(physicalPath);
             _virtualPath = virtualPath;
-            _server = new EmberServer(options ?? new EmberOptions());
+            options = options ?? new EmberOptions();
+            if (options.Dispatch == EmberDispatch.Inline)
+            {
+                // HttpRuntime.ProcessRequest runs the whole pipeline on the calling thread and
+                // blocks it (async handlers, session locks): on an I/O thread that stalls every
+                // connection of that thread. System.Web always gets the pool.
+                options.Dispatch = EmberDispatch.Pool;
+                _inlineRefused = true;
+            }
+            _server = new EmberServer(options);
             if (virtualPath == "/")
             {
                 _server.MapRaw(null, "/", OnRequest);
@@ -80,6 +91,7 @@ namespace Ember.AspNet
         /// ASP.NET's error page, like under IIS.</summary>
         public int Start(int port)
         {
+            WarnInline();
             Current();
             int bound = _server.Start(port);
             SetEndPoint(_server.Options.Host ?? "127.0.0.1", bound);
@@ -89,9 +101,16 @@ namespace Ember.AspNet
         /// <summary>Listens on Options.ListenAddresses.</summary>
         public void Start()
         {
+            WarnInline();
             Current();
             _server.Start();
             SetEndPoint(_server.Options.Host ?? "127.0.0.1", _server.Port);
+        }
+
+        void WarnInline()
+        {
+            if (_inlineRefused)
+                _server.RaiseLog(EmberLogLevel.Warn, "System.Web blocks the thread that runs a request: using Pool dispatch, not Inline", null);
         }
 
         void SetEndPoint(string host, int port)
