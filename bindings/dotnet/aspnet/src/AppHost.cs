@@ -97,6 +97,10 @@ namespace Ember.AspNet
             {
                 HttpRuntime.ProcessRequest(wr);
             }
+            catch (ThreadAbortException)
+            {
+                throw;   // the domain is being unloaded: the server's domain answers 503
+            }
             catch (Exception ex)
             {
                 // HttpRuntime itself failed (it reports application errors as pages): answer 500
