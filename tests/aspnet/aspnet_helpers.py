@@ -14,7 +14,7 @@ from appproc import REPO_ROOT  # noqa: E402
 EXE = os.path.join(REPO_ROOT, "bindings", "dotnet", "bin", "EmberAspNet.exe")
 SITE = os.path.join(REPO_ROOT, "samples", "aspnet", "site")
 # Pages compiled before the "listening" line, so no test waits for mcs.
-WARMUP = ["/", "/Hello.ashx", "/Boom.aspx", "/static/site.css", "/users/1", "/echo", "/slow?ms=0"]
+WARMUP = ["/", "/api/items", "/Hello.ashx", "/Boom.aspx", "/static/site.css", "/users/1", "/echo", "/slow?ms=0"]
 
 
 def host_cmdline(root, *extra):

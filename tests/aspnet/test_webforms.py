@@ -184,3 +184,19 @@ def test_client_vanishing_mid_request_does_not_hurt_the_host(site):
         s.close()
     time.sleep(0.5)
     assert requests.get(site.url + "/Hello.ashx", timeout=30).status_code == 200
+
+
+def test_web_api_controller_json_xml_model_binding_and_404(site):
+    r = requests.get(site.url + "/api/items", headers={"Accept": "application/json"}, timeout=60)
+    assert r.status_code == 200 and r.headers["Content-Type"].startswith("application/json")
+    assert r.json() == [{"name": "kettle", "count": 2}, {"name": "cup", "count": 6}]
+    assert requests.get(site.url + "/api/items/5", headers={"Accept": "application/json"},
+                        timeout=30).json() == {"name": "item 5", "count": 5}
+    r = requests.get(site.url + "/api/items/3", headers={"Accept": "application/xml"}, timeout=30)
+    assert r.headers["Content-Type"].startswith("application/xml") and "<name>item 3</name>" in r.text
+    r = requests.post(site.url + "/api/items", json={"name": "pot", "count": 1},
+                      headers={"Accept": "application/json"}, timeout=30)
+    assert r.status_code == 201 and r.json() == {"name": "pot", "count": 2}
+    r = requests.post(site.url + "/api/items", json={"count": 1}, headers={"Accept": "application/json"}, timeout=30)
+    assert r.status_code == 400
+    assert requests.get(site.url + "/api/items/0", headers={"Accept": "application/json"}, timeout=30).status_code == 404

@@ -37,7 +37,7 @@
         <p>Visits in this session (session state): <asp:Label ID="Visits" runat="server" /></p>
         <p>Application started: <asp:Label ID="Started" runat="server" /></p>
     </form>
-    <p><a href="Hello.ashx?name=Ember">JSON handler</a> · <a href="Boom.aspx">a page that throws</a> ·
+    <p><a href="Hello.ashx?name=Ember">JSON handler</a> · <a href="api/items">Web API</a> · <a href="Boom.aspx">a page that throws</a> ·
        <a href="static/readme.txt">a static file</a></p>
 </body>
 </html>

@@ -6,6 +6,7 @@
         Application["started"] = DateTime.UtcNow.ToString("o");
         Application["requests"] = 0;
         Application["sessions"] = 0;
+        WebApiConfig.Register(System.Web.Http.GlobalConfiguration.Configuration);   // Web API routes
     }
 
     // With EMBER_REFERENCE_ROOT=1 (set by tests/run_aspnet.sh for the shared conformance suite),
