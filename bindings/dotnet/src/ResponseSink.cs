@@ -47,12 +47,12 @@ namespace Ember
             _status = status;
         }
 
-        /// <summary>Adds a header line. Content-Length and Transfer-Encoding are the engine's.</summary>
+        /// <summary>Adds a header line. Framing is the engine's: it drops Transfer-Encoding and
+        /// Content-Length, except that an answer to HEAD may state the length GET would send.</summary>
         internal void AddHeader(string name, string value)
         {
             if (HeadFixed || name == null) return;
-            if (string.Equals(name, "Content-Length", StringComparison.OrdinalIgnoreCase) ||
-                string.Equals(name, "Transfer-Encoding", StringComparison.OrdinalIgnoreCase)) return;
+            if (string.Equals(name, "Transfer-Encoding", StringComparison.OrdinalIgnoreCase)) return;
             _headers.Append(name).Append(": ").Append(value ?? string.Empty).Append("\r\n");
         }
 
