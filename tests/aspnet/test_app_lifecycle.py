@@ -110,3 +110,19 @@ def test_port_in_use_is_reported_and_exit_code_1(site):
     p = subprocess.run(["mono", EXE, "--root", SITE, "--port", str(site.port)],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 1 and "Address already in use" in p.stderr, p.stderr
+
+
+def test_application_mounted_under_a_virtual_path(scratch_site):
+    app = App(host_cmdline(str(scratch_site), "--vpath", "/shop").replace(" --warmup /", " --warmup /shop/"))
+    app.start()
+    try:
+        r = requests.get(app.url + "/shop", allow_redirects=False, timeout=60)
+        assert r.status_code == 301 and r.headers["Location"] == "/shop/"
+        r = requests.get(app.url + "/shop/", timeout=60)
+        assert r.status_code == 200 and "<h1>Web Forms on Ember</h1>" in r.text
+        assert requests.get(app.url + "/shop/Hello.ashx?name=v", timeout=60).json()["hello"] == "v"
+        assert requests.get(app.url + "/shop/static/readme.txt", timeout=60).text.startswith("Static content")
+        assert requests.get(app.url + "/Hello.ashx", timeout=60).status_code == 404, "outside the mount: the engine's 404"
+    finally:
+        stop_cleanly(app)
+        app.cleanup()

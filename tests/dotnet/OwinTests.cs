@@ -223,6 +223,7 @@ namespace EmberTests
                 Assert.Equal("native", Http.Get(port, "/").Text, "native route");
                 Assert.Equal("base=/api path=/users/caf\u00e9", Http.Get(port, "/api/users/caf%C3%A9").Text, "decoded path under the base");
                 Assert.Equal("base=/api path=", Http.Get(port, "/api").Text, "the base itself");
+                Assert.Equal("base=/api path=/", Http.Get(port, "/api/").Text, "the base with its slash");
                 Assert.Equal(404, Http.Get(port, "/other").Status, "outside the mount: the engine's 404");
             }
         }

@@ -61,6 +61,7 @@ namespace Ember
             if (pathBase.Length > 0 && pathBase[0] != '/') throw new ArgumentException("pathBase must start with '/'", "pathBase");
             var host = new OwinHost(server, app, pathBase);
             server.MapRaw(null, pathBase.Length == 0 ? "/" : pathBase, host.OnRequest);
+            if (pathBase.Length > 0) server.MapRaw(null, pathBase + "/", host.OnRequest);   // the catch-all needs a non-empty rest
             server.MapRaw(null, pathBase + "/{*path}", host.OnRequest);
             return server;
         }

@@ -73,6 +73,7 @@ namespace Ember.AspNet
             else
             {
                 _server.MapRaw(null, virtualPath, OnRequest);
+                _server.MapRaw(null, virtualPath + "/", OnRequest);   // the catch-all needs a non-empty rest
                 _server.MapRaw(null, virtualPath + "/{*path}", OnRequest);
             }
         }
