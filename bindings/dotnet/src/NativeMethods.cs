@@ -141,6 +141,10 @@ namespace Ember.Interop
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern int ember_server_set_thread_hooks(EmberServerHandle server, EmberThreadFn onStart, EmberThreadFn onStop, IntPtr userData);
 
+        /// <summary>Same, with native function pointers (the Mono thread shim's hooks).</summary>
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl, EntryPoint = "ember_server_set_thread_hooks")]
+        internal static extern int ember_server_set_thread_hooks_native(EmberServerHandle server, IntPtr onStart, IntPtr onStop, IntPtr userData);
+
         /// <summary>method: NULL for any.</summary>
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern int ember_server_route(EmberServerHandle server, byte[] method, byte[] pattern,
