@@ -33,7 +33,7 @@
  * The ABI version; bumped when functions are added (nothing is ever removed).
  * 2: `ember_request_info` and `ember_stats` start with their size, `ember_request_get_info`
  * and `ember_server_stats` take the caller's struct size, `ember_server_listen_flags`,
- * limits 8-11. 3: streamed answers and bodies, request events, WebSocket, limits 12-16.
+ * limits 8-11. 3: streamed answers and bodies, request events, WebSocket, limits 12-17.
  */
 #define EMBER_ABI_VERSION 3
 
@@ -131,6 +131,13 @@
  * Open WebSocket connections per route at most (default 100000) → 503.
  */
 #define EMBER_LIMIT_WS_MAX_CONNECTIONS 16
+
+/**
+ * The body limit of routes registered with `EMBER_ROUTE_STREAM_BODY` (default 1 GiB) →
+ * 413. They hold a small window, not the body, so it may be far above
+ * `EMBER_LIMIT_MAX_BODY_BYTES`.
+ */
+#define EMBER_LIMIT_MAX_STREAM_BODY_BYTES 17
 
 /**
  * `ember_server_listen_flags`: SO_REUSEPORT, several processes share the port.

@@ -31,6 +31,9 @@ pub struct Limits {
     /// Request body bytes one connection may hold buffered at once (all its HTTP/2
     /// streams together); a stream that would pass it is answered 503.
     pub max_conn_body_bytes: u64,
+    /// The body limit of routes that stream their body to the host (they hold a small
+    /// window, not the body, so it can be far above `max_body_bytes`).
+    pub max_stream_body_bytes: u64,
     /// Bytes a streamed answer may have queued before writes are refused (WouldBlock).
     pub stream_queue_bytes: usize,
     /// The largest WebSocket message (and frame) accepted; larger ones close with 1009.
@@ -60,6 +63,7 @@ impl Default for Limits {
             body_rate_grace: Duration::from_secs(5),
             max_queued: 4096,
             max_conn_body_bytes: 64 * 1024 * 1024,
+            max_stream_body_bytes: 1 << 30,
             stream_queue_bytes: 256 * 1024,
             ws_max_message_bytes: 1024 * 1024,
             ws_queue_bytes: 1024 * 1024,

@@ -213,7 +213,7 @@ pub(crate) async fn pump(mut body: Incoming, inbox: Arc<Inbox>, ex: Arc<Exchange
             ex.fire(Event::Readable);
         }
     };
-    let max = limits.max_body_bytes;
+    let max = limits.max_stream_body_bytes;
     let mut total: u64 = 0;
     // Time spent waiting for the client only: a host that reads slowly does not make
     // the client look slow.

@@ -87,7 +87,8 @@ async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incomi
     };
     let stream_body = matches!(endpoint, Endpoint::Http { stream_body: true, .. });
     let declared = parts.headers.get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > run.limits.max_body_bytes) {
+    let body_limit = if stream_body { run.limits.max_stream_body_bytes } else { run.limits.max_body_bytes };
+    if declared.is_some_and(|n| n > body_limit) {
         // Refuse before reading; closing keeps the unread body from being taken as a request.
         return (canned(413, true), None);
     }

@@ -157,7 +157,7 @@ fn a_full_stream_queue_refuses_writes_then_says_writable_and_a_departed_client_a
 
 fn upload_server(max: u64) -> (Arc<Server>, u16) {
     server(Dispatch::Pool, |s| {
-        s.set_limits(|l| Ok(l.max_body_bytes = max)).unwrap();
+        s.set_limits(|l| Ok(l.max_stream_body_bytes = max)).unwrap();
         s.route_to(
             Some(http::Method::POST),
             "/upload",

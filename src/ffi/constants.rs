@@ -5,7 +5,7 @@ use super::types::ember_result;
 /// The ABI version; bumped when functions are added (nothing is ever removed).
 /// 2: `ember_request_info` and `ember_stats` start with their size, `ember_request_get_info`
 /// and `ember_server_stats` take the caller's struct size, `ember_server_listen_flags`,
-/// limits 8-11. 3: streamed answers and bodies, request events, WebSocket, limits 12-16.
+/// limits 8-11. 3: streamed answers and bodies, request events, WebSocket, limits 12-17.
 pub const EMBER_ABI_VERSION: u32 = 3;
 
 /// Success.
@@ -85,6 +85,11 @@ pub const EMBER_LIMIT_WS_QUEUE_BYTES: i32 = 14;
 pub const EMBER_LIMIT_WS_PING_INTERVAL_MS: i32 = 15;
 /// Open WebSocket connections per route at most (default 100000) → 503.
 pub const EMBER_LIMIT_WS_MAX_CONNECTIONS: i32 = 16;
+
+/// The body limit of routes registered with `EMBER_ROUTE_STREAM_BODY` (default 1 GiB) →
+/// 413. They hold a small window, not the body, so it may be far above
+/// `EMBER_LIMIT_MAX_BODY_BYTES`.
+pub const EMBER_LIMIT_MAX_STREAM_BODY_BYTES: i32 = 17;
 
 /// `ember_server_listen_flags`: SO_REUSEPORT, several processes share the port.
 pub const EMBER_LISTEN_REUSE_PORT: u32 = 1;

@@ -164,6 +164,10 @@ pub unsafe extern "C" fn ember_server_set_limit(server: *mut ember_server, limit
                 let v = positive("max connection body bytes", 1)?;
                 s.set_limits(|l| Ok(l.max_conn_body_bytes = v))
             }
+            EMBER_LIMIT_MAX_STREAM_BODY_BYTES => {
+                let v = positive("max streamed body bytes", 1)?;
+                s.set_limits(|l| Ok(l.max_stream_body_bytes = v))
+            }
             EMBER_LIMIT_STREAM_QUEUE_BYTES => {
                 let v = small(positive("stream queue bytes", 1)?);
                 s.set_limits(|l| Ok(l.stream_queue_bytes = v))
