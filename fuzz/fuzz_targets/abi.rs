@@ -144,9 +144,9 @@ enum Op {
     Free(Srv),
     Listen(Srv, Str),
     ListenLoopback(Srv),
-    SetWorkers(Srv, u8),
+    SetWorkers(Srv, u32),
     SetDispatch(Srv, i32),
-    SetPoolThreads(Srv, u8),
+    SetPoolThreads(Srv, u32),
     SetLimit(Srv, i32, LimitValue),
     SetLog(Srv, bool, i32),
     SetHooks(Srv, bool, bool),
@@ -518,9 +518,14 @@ fn exec(run: &mut Run, op: &Op) {
         Op::ListenLoopback(srv) => {
             check(unsafe { ember_server_listen(run.ptr(*srv), c"127.0.0.1:0".as_ptr()) }, "listen");
         }
-        // Thread counts stay small: the machine is shared (and a huge count is its own test).
+        // Counts above the ABI's 1024 must be refused; accepted ones stay small, since the
+        // machine is shared.
         Op::SetWorkers(srv, n) => {
-            check(unsafe { ember_server_set_workers(run.ptr(*srv), (*n % 3) as u32) }, "set_workers");
+            let n = if *n > 1024 { *n } else { *n % 3 };
+            let rc = check(unsafe { ember_server_set_workers(run.ptr(*srv), n) }, "set_workers");
+            if n > 1024 && !run.ptr(*srv).is_null() {
+                assert_eq!(rc, EMBER_ERR_INVALID_ARG);
+            }
         }
         Op::SetDispatch(srv, mode) => {
             let rc = check(unsafe { ember_server_set_dispatch(run.ptr(*srv), *mode) }, "set_dispatch");
@@ -529,7 +534,11 @@ fn exec(run: &mut Run, op: &Op) {
             }
         }
         Op::SetPoolThreads(srv, n) => {
-            check(unsafe { ember_server_set_pool_threads(run.ptr(*srv), (*n % 4) as u32) }, "set_pool_threads");
+            let n = if *n > 1024 { *n } else { *n % 4 };
+            let rc = check(unsafe { ember_server_set_pool_threads(run.ptr(*srv), n) }, "set_pool_threads");
+            if n > 1024 && !run.ptr(*srv).is_null() {
+                assert_eq!(rc, EMBER_ERR_INVALID_ARG);
+            }
         }
         Op::SetLimit(srv, limit, value) => {
             let v = match value {
