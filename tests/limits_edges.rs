@@ -70,7 +70,7 @@ fn thread_counts_and_header_limits_the_engine_cannot_honour_are_refused() {
 }
 
 #[test]
-#[ignore = "fails until src/conn.rs uses saturating deadline sums (reported to the lead; the C ABI clamps)"]
+#[ignore = "fails until src/conn/watchdog.rs sums deadlines with saturating_add (reported to the lead; the C ABI clamps)"]
 fn timeouts_of_u64_max_through_the_rust_api_mean_forever_not_at_once() {
     let (_s, port) = server(Dispatch::Inline, |s| {
         s.set_limits(|l| {

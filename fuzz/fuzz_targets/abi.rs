@@ -66,6 +66,17 @@ struct Buf {
     null: bool,
 }
 
+/// The struct size a caller passes with a sized output struct.
+#[derive(Arbitrary, Debug, Clone, Copy)]
+enum Size {
+    /// sizeof as this build knows it.
+    Full,
+    /// Too small to hold even the size field.
+    Tiny(u8),
+    /// An older or newer header's idea of the size (up to twice ours).
+    Any(u16),
+}
+
 #[derive(Arbitrary, Debug, Clone, Copy)]
 enum Status {
     Ok,
@@ -155,10 +166,11 @@ enum Op {
     Port(Srv, u8, bool),
     Stop(Srv, u8),
     Wait(Srv, u8),
-    Stats(Srv, bool),
+    Stats(Srv, bool, Size),
     Send { srv: Srv, post: bool, path: PathSel, body: Vec<u8> },
     DropClient(u8),
-    GetInfo(H, bool),
+    GetInfo(H, bool, Size),
+    ListenFlags(Srv, u32),
     Header(H, Option<Str>, bool),
     Param(H, Option<Str>, bool),
     Respond { h: H, status: Status, headers: Headers, body: Option<Buf> },
@@ -547,8 +559,8 @@ fn exec(run: &mut Run, op: &Op) {
                 LimitValue::Max => u64::MAX,
                 LimitValue::Any(v) => *v,
             };
-            // Limits 1..=7 exist; try the real ones most of the time.
-            let limit = if (0..=8).contains(limit) { *limit } else { limit % 9 };
+            // Limits 1..=11 exist; try the real ones most of the time.
+            let limit = if (0..=12).contains(limit) { *limit } else { limit % 13 };
             check(unsafe { ember_server_set_limit(run.ptr(*srv), limit, v) }, "set_limit");
         }
         Op::SetLog(srv, null_fn, level) => {
@@ -623,9 +635,15 @@ fn exec(run: &mut Run, op: &Op) {
         Op::Wait(srv, ms) => {
             check(unsafe { ember_server_wait(run.ptr(*srv), *ms as u32 % 50) }, "wait");
         }
-        Op::Stats(srv, null) => {
-            let mut st = Stats::default();
-            check(unsafe { ember_server_stats(run.ptr(*srv), out_ptr(&mut st, *null)) }, "stats");
+        Op::Stats(srv, null, size) => {
+            let (rc, _) = sized_call::<Stats>(*null, *size, |p, n| unsafe { ember_server_stats(run.ptr(*srv), p, n) });
+            check(rc, "stats");
+        }
+        Op::ListenFlags(srv, flags) => {
+            let rc = check(unsafe { ember_server_listen_flags(run.ptr(*srv), c"127.0.0.1:0".as_ptr(), *flags) }, "listen_flags");
+            if *flags & !EMBER_LISTEN_REUSE_PORT != 0 && !run.ptr(*srv).is_null() {
+                assert_eq!(rc, EMBER_ERR_INVALID_ARG, "unknown listen flags {flags:#x} were accepted");
+            }
         }
         Op::Send { srv, post, path, body } => send(run, *srv, *post, path, &body[..body.len().min(4096)]),
         Op::DropClient(i) => {
@@ -634,14 +652,14 @@ fn exec(run: &mut Run, op: &Op) {
                 run.clients.remove(i);
             }
         }
-        Op::GetInfo(h, null) => {
+        Op::GetInfo(h, null, size) => {
             let id = run.handle(*h);
-            let mut info = std::mem::MaybeUninit::<RequestInfo>::zeroed();
-            let rc = check(unsafe { ember_request_get_info(id, if *null { std::ptr::null_mut() } else { info.as_mut_ptr() }) }, "get_info");
+            let (rc, info) = sized_call::<RequestInfo>(*null, *size, |p, n| unsafe { ember_request_get_info(id, p, n) });
+            check(rc, "get_info");
             if *null {
                 assert_eq!(rc, EMBER_ERR_NULL);
-            } else if rc == EMBER_OK {
-                let info = unsafe { info.assume_init() };
+            }
+            if let Some(info) = info {
                 assert_eq!(info.id, id);
                 touch_info(&info);
             }
@@ -741,6 +759,34 @@ fn exec(run: &mut Run, op: &Op) {
     }
 }
 
+/// Calls `f` with a sized output struct: a buffer twice the struct's size, `size` bytes
+/// claimed. On failure nothing may be written; on success nothing past min(size, ours), and
+/// the struct's `size` field says ours. Returns the struct when the whole of it was written.
+fn sized_call<T: Copy>(null: bool, size: Size, f: impl FnOnce(*mut T, usize) -> ember_result) -> (ember_result, Option<T>) {
+    const MARK: u8 = 0xA5;
+    let full = std::mem::size_of::<T>();
+    let claimed = match size {
+        Size::Full => full,
+        Size::Tiny(n) => n as usize % 8,
+        Size::Any(n) => n as usize % (2 * full + 1),
+    };
+    // u64s keep the buffer aligned for T.
+    let mut buf = vec![u64::from_ne_bytes([MARK; 8]); (2 * full).div_ceil(8)];
+    let p = if null { std::ptr::null_mut() } else { buf.as_mut_ptr().cast::<T>() };
+    let rc = f(p, claimed);
+    let bytes = unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), buf.len() * 8) };
+    if rc != EMBER_OK {
+        assert!(bytes.iter().all(|b| *b == MARK), "a failed call ({rc}) wrote into its output struct");
+        return (rc, None);
+    }
+    assert!(claimed >= std::mem::size_of::<usize>(), "a size of {claimed} bytes was accepted");
+    let filled = claimed.min(full);
+    assert!(bytes[filled..].iter().all(|b| *b == MARK), "wrote past the {claimed} bytes the caller has");
+    let reported = usize::from_ne_bytes(bytes[..8].try_into().unwrap());
+    assert_eq!(reported, full, "the size field must say the library's sizeof");
+    (rc, (claimed >= full).then(|| unsafe { std::ptr::read(buf.as_ptr().cast::<T>()) }))
+}
+
 /// No answer is ever accepted twice.
 fn answered(id: u64, rc: ember_result) {
     if rc != EMBER_OK {
@@ -771,6 +817,7 @@ fn demo() -> Vec<Op> {
     vec![
         Op::Quickstart { kind: Kind::Defer, inline: true, pattern: 1, sends: 1 },
         Op::Param(H::Seen(0), Some(Str(b"id".to_vec())), false),
+        Op::GetInfo(H::Seen(0), false, Size::Full),
         Op::Respond { h: H::Seen(0), status: Status::Ok, headers: Headers::Plain, body: None },
         Op::Respond { h: H::Seen(0), status: Status::Ok, headers: Headers::Plain, body: None },
     ]
