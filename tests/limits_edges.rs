@@ -47,9 +47,10 @@ fn timeouts_of_u64_max_through_the_abi_mean_forever_not_at_once() {
 }
 
 #[test]
-fn thread_counts_and_header_limits_the_engine_cannot_honour_are_refused() {
-    // Each of these used to be accepted and then abort the process: the runtime and the
-    // parser allocate by these counts up front, and a failed allocation aborts.
+fn counts_the_engine_allocates_for_up_front_are_capped() {
+    // Each of these used to be accepted and then abort the process (or, smaller, cost that
+    // much memory): the runtime, the parser and the pool queue allocate by these counts up
+    // front, and a failed allocation aborts.
     let mut s: *mut ember_server = std::ptr::null_mut();
     unsafe {
         assert_eq!(ember_server_new(&mut s), EMBER_OK);
@@ -63,6 +64,9 @@ fn thread_counts_and_header_limits_the_engine_cannot_honour_are_refused() {
         assert_eq!(ember_server_set_limit(s, EMBER_LIMIT_MAX_HEADERS, 10_000), EMBER_OK);
         assert_eq!(ember_server_set_limit(s, EMBER_LIMIT_MAX_HEADER_BYTES, u64::MAX), EMBER_ERR_INVALID_ARG);
         assert_eq!(ember_server_set_limit(s, EMBER_LIMIT_MAX_HEADER_BYTES, 64 << 20), EMBER_OK);
+        // The pool's queue is a bounded channel whose slots are allocated at start.
+        assert_eq!(ember_server_set_limit(s, EMBER_LIMIT_MAX_QUEUED, 1 << 40), EMBER_ERR_INVALID_ARG);
+        assert_eq!(ember_server_set_limit(s, EMBER_LIMIT_MAX_QUEUED, 1 << 20), EMBER_OK);
         let msg = std::ffi::CStr::from_ptr(ember::ffi::errors::ember_last_error()).to_string_lossy().into_owned();
         assert!(msg.is_empty() || msg.contains("at most"), "{msg}");
         assert_eq!(ember_server_free(s), EMBER_OK);
