@@ -164,8 +164,6 @@ def test_fd_exhaustion_backs_off_keeps_serving_and_recovers(app):
     assert app.stop(signal.SIGTERM) == 0, "the app did not stop cleanly after the test\n" + app.output_tail()
 
 
-@pytest.mark.xfail(strict=False, reason="issue 13 item 10: accept errors are logged once per 50 ms retry, "
-                   "without a throttle; remove this mark when the accept-loop fix lands")
 def test_accept_errors_are_logged_with_a_throttle(app):
     """While out of descriptors the accept error is logged, but not once per retry."""
     lines = [l for l in stderr_text(app).splitlines() if "accept" in l]
