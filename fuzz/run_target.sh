@@ -12,7 +12,8 @@ case "$t" in
   router) opts+=(-max_len=4096) ;;
   # The engine keeps process-wide state on purpose (the request registry, runtimes that
   # wind down after the input): LeakSanitizer's per-input check would only report those.
-  abi) opts+=(-max_len=2048 -detect_leaks=0) ;;
+  # len_control=0: an op sequence needs length to reach deep states; no slow ramp-up.
+  abi) opts+=(-max_len=2048 -len_control=0 -detect_leaks=0) ;;
   request_head) opts+=(-max_len=16384 -detect_leaks=0 -dict=fuzz/dict/http.dict) ;;
 esac
 seeds=()
