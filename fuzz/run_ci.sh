@@ -14,6 +14,7 @@ targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(router abi request_head)
 
 fuzz/setup.sh
+mkdir -p target
 export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
 
 echo "== building fuzz targets (nightly, AddressSanitizer)"
