@@ -11,7 +11,7 @@
 #![no_main]
 
 use arbitrary::Arbitrary;
-use ember::router::{percent_decode, Match, Router};
+use ember::router::{percent_decode, Endpoint, Match, Router};
 use ember::{Handler, Request};
 use http::Method;
 use libfuzzer_sys::fuzz_target;
@@ -211,7 +211,7 @@ fuzz_target!(|input: Input| {
         let h = handler();
         let before: Vec<bool> =
             accepted.iter().map(|(v, p, ..)| is_found(&router, *v, &literal_as_sent(p, false).unwrap_or_default())).collect();
-        match router.add(route.verb.method(), &text, h.clone()) {
+        match router.add(route.verb.method(), &text, Endpoint::handler(h.clone())) {
             Ok(()) => accepted.push((route.verb, text, h, route)),
             Err(e) => {
                 assert_eq!(e.kind, ember::ErrorKind::Route, "{e:?}");
@@ -229,7 +229,8 @@ fuzz_target!(|input: Input| {
         if !pattern.contains(['{', '}']) {
             let Some(sent) = literal_as_sent(pattern, route.lower_hex) else { continue };
             match router.find(&probe, &sent) {
-                Match::Found { handler, route: found, params } => {
+                Match::Found { endpoint, route: found, params } => {
+                    let handler = handler_of(endpoint);
                     assert!(params.is_empty(), "{pattern:?} has no parameters but got {params:?}");
                     let mine = Arc::ptr_eq(handler, h);
                     assert!(mine || same_path(&accepted, pattern, handler),
@@ -242,8 +243,8 @@ fuzz_target!(|input: Input| {
             // matchit refuses names it cannot use, so a built pattern that was accepted
             // has well-formed parameters; a path built from it must be found.
             match router.find(&probe, &path) {
-                Match::Found { handler, route: found, params } => {
-                    if Arc::ptr_eq(handler, h) {
+                Match::Found { endpoint, route: found, params } => {
+                    if Arc::ptr_eq(handler_of(endpoint), h) {
                         assert_eq!(params, want, "{pattern:?} probed with {path:?} (route {found:?})");
                     }
                 }
@@ -283,6 +284,13 @@ fuzz_target!(|input: Input| {
     }
     router.clear();
 });
+
+fn handler_of(e: &Endpoint) -> &Handler {
+    match e {
+        Endpoint::Http { handler, .. } => handler,
+        Endpoint::WebSocket(_) => panic!("no WebSocket endpoint was registered"),
+    }
+}
 
 fn is_found(r: &Router, v: Verb, path: &str) -> bool {
     matches!(r.find(&v.method().unwrap_or(Method::OPTIONS), path), Match::Found { .. })
