@@ -43,14 +43,31 @@ pub struct Shared {
     pub handles: Vec<u64>,
     /// Handles that were accepted for an answer.
     pub answered: Vec<u64>,
+    /// Which server each seen handle belongs to.
+    pub owners: Vec<(u64, Arc<Slot>)>,
 }
 
-pub static SHARED: Mutex<Shared> = Mutex::new(Shared { handles: Vec::new(), answered: Vec::new() });
+pub static SHARED: Mutex<Shared> = Mutex::new(Shared { handles: Vec::new(), answered: Vec::new(), owners: Vec::new() });
 pub static OLD: Mutex<Vec<u64>> = Mutex::new(Vec::new());
 pub static HANDLER_CALLS: AtomicU64 = AtomicU64::new(0);
 
+/// A result this library has a name for (codes are appended as the ABI grows).
 pub fn known(rc: ember_result) -> bool {
-    (EMBER_ERR_RUNTIME..=EMBER_OK).contains(&rc)
+    rc <= EMBER_OK && unsafe { CStr::from_ptr(ember_result_name(rc)) }.to_bytes() != b"EMBER_ERR_UNKNOWN"
+}
+
+/// A body to lend (`*_nocopy`), kept by the interpreter until every server is freed.
+pub fn lend(body: &Option<Buf>) -> Arc<Lent> {
+    Arc::new(Lent { body: body.as_ref().map_or(Box::default(), |b| b.bytes.clone().into_boxed_slice()), released: AtomicU32::new(0) })
+}
+
+/// After a `*_nocopy` call: a failed one must already have released the body.
+pub fn settle_lent(lent: &Lent, null_release: bool, rc: ember_result, what: &str) {
+    if null_release {
+        lent.released.store(1, SeqCst);
+    } else if rc != EMBER_OK {
+        assert_eq!(lent.released.load(SeqCst), 1, "a failed {what} must have released the body ({rc})");
+    }
 }
 
 pub fn trace() -> bool {
@@ -121,7 +138,11 @@ pub unsafe extern "C" fn handler(ud: *mut c_void, req: ember_request, info: *con
     let info = &*info;
     assert_eq!(info.id, req);
     touch_info(info);
-    SHARED.lock().unwrap().handles.push(req);
+    {
+        let mut shared = SHARED.lock().unwrap();
+        shared.handles.push(req);
+        shared.owners.push((req, rec.server.clone()));
+    }
     match rec.kind {
         Kind::Defer => {}
         Kind::AnswerNow => {

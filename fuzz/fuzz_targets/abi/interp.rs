@@ -27,10 +27,16 @@ pub struct Run {
     /// Every route record and lent body of this input; freed only after every server is.
     pub routes: Vec<Arc<RouteRec>>,
     pub lent: Vec<Arc<Lent>>,
+    pub ws: Vec<Arc<crate::streams::WsRec>>,
     pub clients: Vec<TcpStream>,
 }
 
 impl Run {
+    /// The server a seen request handle belongs to.
+    pub fn owner(&self, id: u64) -> Option<Arc<Slot>> {
+        SHARED.lock().unwrap().owners.iter().find(|(h, _)| *h == id).map(|(_, s)| s.clone())
+    }
+
     pub fn server(&self, s: Srv) -> Option<&Server> {
         match s {
             Srv::Nth(_) if self.servers.is_empty() => None,
@@ -115,7 +121,13 @@ pub fn port_of(slot: &Slot) -> Option<u16> {
     (unsafe { ember_server_port(slot.ptr, 0, &mut port) } == EMBER_OK).then_some(port)
 }
 
+const UPGRADE: &str = "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n";
+
 pub fn send(run: &mut Run, srv: Srv, post: bool, path: &PathSel, body: &[u8]) {
+    send_with(run, srv, if post { "POST" } else { "GET" }, "", path, body)
+}
+
+fn send_with(run: &mut Run, srv: Srv, method: &str, extra: &str, path: &PathSel, body: &[u8]) {
     let Some(server) = run.server(srv) else { return };
     let Some(port) = port_of(&server.slot) else { return };
     let target = match path {
@@ -128,8 +140,7 @@ pub fn send(run: &mut Run, srv: Srv, post: bool, path: &PathSel, body: &[u8]) {
         }
     };
     let Ok(mut c) = TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(200)) else { return };
-    let method = if post { "POST" } else { "GET" };
-    let head = format!("{method} {target} HTTP/1.1\r\nHost: fuzz\r\nX-Fuzz: 1\r\nContent-Length: {}\r\n\r\n", body.len());
+    let head = format!("{method} {target} HTTP/1.1\r\nHost: fuzz\r\nX-Fuzz: 1\r\n{extra}Content-Length: {}\r\n\r\n", body.len());
     let before = HANDLER_CALLS.load(SeqCst);
     let _ = c.write_all(head.as_bytes());
     let _ = c.write_all(body);
@@ -173,9 +184,20 @@ pub fn exec(run: &mut Run, op: &Op) {
             }
             let route = Op::Route { srv, method: None, pattern: Some(Str(p.as_bytes().to_vec())), kind: *kind, null_handler: false, null_release: false };
             exec(run, &route);
+            if extras & 4 != 0 {
+                let ws = StreamOp::WebSocket { srv, pattern: Some(Str(b"/ws".to_vec())), size: Size::Full, null_open: false, null_message: false, null_release: false };
+                exec(run, &Op::Stream(ws));
+            }
+            if extras & 8 != 0 {
+                exec(run, &Op::Stream(StreamOp::RouteFlags { srv, pattern: *pattern, flags: EMBER_ROUTE_STREAM_BODY }));
+            }
             exec(run, &Op::Start(srv));
+            if extras & 4 != 0 {
+                let ws_index = run.server(srv).map_or(0, |s| s.patterns.iter().position(|p| p == "/ws").unwrap_or(0));
+                exec(run, &Op::Upgrade { srv, path: PathSel::Route(ws_index as u8) });
+            }
             for _ in 0..sends % 4 {
-                exec(run, &Op::Send { srv, post: false, path: PathSel::Route(u8::MAX), body: Vec::new() });
+                exec(run, &Op::Send { srv, post: false, path: PathSel::Route(0), body: Vec::new() });
             }
         }
         Op::New => {
@@ -325,6 +347,8 @@ pub fn exec(run: &mut Run, op: &Op) {
             }
         }
         Op::Send { srv, post, path, body } => send(run, *srv, *post, path, &body[..body.len().min(4096)]),
+        Op::Upgrade { srv, path } => send_with(run, *srv, "GET", UPGRADE, path, &[]),
+        Op::Stream(s) => crate::streams::exec(run, s),
         Op::DropClient(i) => {
             if !run.clients.is_empty() {
                 let i = *i as usize % run.clients.len();

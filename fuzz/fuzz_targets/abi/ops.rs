@@ -117,12 +117,46 @@ pub enum PathSel {
     Raw(Vec<u8>),
 }
 
+/// A WebSocket connection handle.
+#[derive(Arbitrary, Debug, Clone, Copy)]
+pub enum W {
+    /// One that an open callback of this input saw.
+    Seen(u8),
+    /// A request handle used as a WebSocket handle (the wrong kind of token).
+    Request(u8),
+    Forged(u64),
+}
+
+/// Streaming answers, streamed bodies, events and WebSockets (ABI 3).
+#[derive(Arbitrary, Debug)]
+pub enum StreamOp {
+    Begin { h: H, status: Status, headers: Headers },
+    Write { h: H, body: Option<Buf> },
+    WriteNocopy { h: H, body: Option<Buf>, null_release: bool },
+    End(H),
+    WaitWritable(H, u8),
+    Read { h: H, cap: u16, ms: u8, null_buf: bool, null_out: bool },
+    OnEvent(H, bool),
+    WsAccept(W, Headers),
+    WsSend { ws: W, kind: i32, data: Option<Buf> },
+    WsClose { ws: W, code: u16, reason: Option<Buf> },
+    WsJoin(W, Option<Str>),
+    WsLeave(W, Option<Str>),
+    WsBuffered(W, bool),
+    Broadcast { srv: Srv, group: Option<Str>, kind: i32, data: Option<Buf>, except: W, null_out: bool },
+    /// A WebSocket endpoint; `size` is what the caller claims for its handlers struct.
+    WebSocket { srv: Srv, pattern: Option<Str>, size: Size, null_open: bool, null_message: bool, null_release: bool },
+    /// A route with `EMBER_ROUTE_STREAM_BODY` (or unknown flag bits).
+    RouteFlags { srv: Srv, pattern: u8, flags: u32 },
+}
+
 #[derive(Arbitrary, Debug)]
 pub enum Op {
     /// A running server in one step (new, listen on 127.0.0.1:0, one route, start, and
     /// `sends % 4` requests to it), so that the request ops meet live requests without
     /// the fuzzer having to find the whole sequence first.
-    /// `extras` bit 0 adds a log callback (all levels), bit 1 thread hooks.
+    /// `extras` bit 0 adds a log callback (all levels), bit 1 thread hooks, bit 2 a
+    /// WebSocket endpoint at /ws and one client's handshake, bit 3 a streamed-body route.
     Quickstart { kind: Kind, inline: bool, pattern: u8, sends: u8, extras: u8 },
     New,
     Free(Srv),
@@ -141,6 +175,9 @@ pub enum Op {
     Wait(Srv, u8),
     Stats(Srv, bool, Size),
     Send { srv: Srv, post: bool, path: PathSel, body: Vec<u8> },
+    /// A WebSocket upgrade request (the handshake only) to a path of this server.
+    Upgrade { srv: Srv, path: PathSel },
+    Stream(StreamOp),
     DropClient(u8),
     GetInfo(H, bool, Size),
     ListenFlags(Srv, u32),

@@ -8,7 +8,7 @@ use ember::ffi::request::*;
 use ember::ffi::types::*;
 use ember::request::{RequestInfo, StrView};
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
+
 use std::sync::Arc;
 
 pub fn exec(run: &mut Run, op: &Op) {
@@ -62,10 +62,7 @@ pub fn exec(run: &mut Run, op: &Op) {
             let id = run.handle(*h);
             let headers = headers.buf();
             let (hp, hl) = buf(&headers);
-            let lent = Arc::new(Lent {
-                body: body.as_ref().map_or(Box::default(), |b| b.bytes.clone().into_boxed_slice()),
-                released: AtomicU32::new(0),
-            });
+            let lent = lend(body);
             let (bp, bl) = match body {
                 Some(Buf { null: true, bytes }) => (std::ptr::null(), bytes.len()),
                 _ => (lent.body.as_ptr(), lent.body.len()),
@@ -75,11 +72,7 @@ pub fn exec(run: &mut Run, op: &Op) {
                 unsafe { ember_request_respond_nocopy(id, status.code(), hp.cast(), hl, bp.cast(), bl, release, Arc::as_ptr(&lent) as *mut c_void) },
                 "respond_nocopy",
             );
-            if *null_release {
-                lent.released.store(1, SeqCst);
-            } else if rc != EMBER_OK {
-                assert_eq!(lent.released.load(SeqCst), 1, "a failed respond_nocopy must have released the body ({rc})");
-            }
+            settle_lent(&lent, *null_release, rc, "respond_nocopy");
             answered(id, rc);
             old_refused(*h, rc);
             run.lent.push(lent);
