@@ -666,7 +666,8 @@ ember_result ember_server_listen_flags(struct ember_server *server,
                                        uint32_t flags);
 
 /**
- * Number of I/O worker threads (0 = one per core, the default). Before start only.
+ * Number of I/O worker threads (0 = one per core, the default; at most 1024). Before
+ * start only.
  */
 ember_result ember_server_set_workers(struct ember_server *server, uint32_t workers);
 
@@ -676,13 +677,15 @@ ember_result ember_server_set_workers(struct ember_server *server, uint32_t work
 ember_result ember_server_set_dispatch(struct ember_server *server, int32_t mode);
 
 /**
- * Callback threads in pool mode (0 = default: 4 per core, at least 8). Before start only.
+ * Callback threads in pool mode (0 = default: 4 per core, at least 8; at most 1024).
+ * Before start only.
  */
 ember_result ember_server_set_pool_threads(struct ember_server *server, uint32_t threads);
 
 /**
- * Sets one limit (`EMBER_LIMIT_*`). Sizes must be > 0 (header bytes ≥ 1024); timeouts in
- * ms, 0 = off. Before start only.
+ * Sets one limit (`EMBER_LIMIT_*`). Sizes must be > 0: header bytes 1024 to 64 MiB,
+ * headers 1 to 10000, queued requests 1 to 1048576. Timeouts in ms, 0 = off; values
+ * above 2^40 ms (about 34 years) count as 2^40. Before start only.
  */
 ember_result ember_server_set_limit(struct ember_server *server, int32_t limit, uint64_t value);
 

@@ -118,17 +118,53 @@ fn allow_list(entry: &PathEntry) -> String {
     names.join(", ")
 }
 
-/// "/städte" → "/st%C3%A4dte": patterns are matched against the path as sent.
+/// The literal text of a pattern as a client sends it: "/städte" → "/st%C3%A4dte", and
+/// escapes in upper-case hex ("/a%2f" → "/a%2F", since `find` upper-cases the path's).
+/// Parameter names (`{name}`, `{*name}`) are left as written: the host looks them up by
+/// that name. `{{` and `}}` are matchit's escaped braces, literal text.
 fn encode_non_ascii(pattern: &str) -> String {
+    let bytes = pattern.as_bytes();
     let mut out = String::with_capacity(pattern.len());
-    for b in pattern.bytes() {
-        if b.is_ascii() {
+    let mut in_param = false;
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        let escaped_brace = (b == b'{' || b == b'}') && bytes.get(i + 1) == Some(&b);
+        if in_param {
+            in_param = b != b'}';
+        } else if escaped_brace {
             out.push(b as char);
-        } else {
+            out.push(b as char);
+            i += 2;
+            continue;
+        } else if b == b'{' {
+            in_param = true;
+        } else if b == b'%' && i + 2 < bytes.len() && bytes[i + 1].is_ascii_hexdigit() && bytes[i + 2].is_ascii_hexdigit() {
+            out.push('%');
+            out.push(bytes[i + 1].to_ascii_uppercase() as char);
+            out.push(bytes[i + 2].to_ascii_uppercase() as char);
+            i += 3;
+            continue;
+        } else if !b.is_ascii() {
             out.push_str(&format!("%{b:02X}"));
+            i += 1;
+            continue;
         }
+        // Inside a parameter the bytes are copied whole, so a multi-byte character stays one.
+        let len = utf8_len(b);
+        out.push_str(&pattern[i..i + len]);
+        i += len;
     }
     out
+}
+
+fn utf8_len(first: u8) -> usize {
+    match first {
+        0xF0.. => 4,
+        0xE0.. => 3,
+        0xC0.. => 2,
+        _ => 1,
+    }
 }
 
 /// "%c3%a4" → "%C3%A4", so a client's choice of hex case does not change the match.
@@ -236,6 +272,32 @@ mod tests {
                 _ => panic!("{path} should match"),
             }
         }
+    }
+
+    #[test]
+    fn non_ascii_parameter_names_are_kept_as_written() {
+        // Found by the router fuzz target: the name came back percent-encoded.
+        let mut r = Router::new();
+        r.add(Some(Method::GET), "/stadt/{städte}", h()).unwrap();
+        match r.find(&Method::GET, "/stadt/x") {
+            Match::Found { params, route, .. } => {
+                assert_eq!(params, vec![("städte".to_string(), "x".to_string())]);
+                assert_eq!(route, "/stadt/{städte}");
+            }
+            _ => panic!("expected a match"),
+        }
+    }
+
+    #[test]
+    fn escapes_in_patterns_match_either_hex_case() {
+        // Found by the router fuzz target: "/a%2f" was registered but never matched,
+        // since find upper-cases the path's escapes.
+        let mut r = Router::new();
+        r.add(Some(Method::GET), "/a%2fb", h()).unwrap();
+        for path in ["/a%2fb", "/a%2Fb"] {
+            assert!(matches!(r.find(&Method::GET, path), Match::Found { .. }), "{path}");
+        }
+        assert_eq!(r.add(Some(Method::GET), "/a%2Fb", h()).unwrap_err().kind, ErrorKind::Route);
     }
 
     #[test]
