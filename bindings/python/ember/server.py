@@ -97,14 +97,15 @@ _THREAD_STOP_CB = _lib.THREAD_FN(_on_thread_stop)
 
 
 class _Route:
-    __slots__ = ("method", "pattern", "fn", "is_async")
+    __slots__ = ("method", "pattern", "fn", "is_async", "raw")
 
-    def __init__(self, method: str | None, pattern: str, fn: Handler) -> None:
+    def __init__(self, method: str | None, pattern: str, fn: Handler, raw: bool = False) -> None:
         self.method = method
         self.pattern = pattern
         self.fn = fn
-        self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
-            getattr(fn, "__call__", None))
+        self.raw = raw
+        self.is_async = not raw and (inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+            getattr(fn, "__call__", None)))
 
 
 def _unshared_refcount() -> int:
@@ -211,10 +212,16 @@ class _Native:
 
     def add_route(self, route: _Route) -> None:
         slot = len(self.table)
-        self.table.append((route.fn, route.is_async))
+        cb = self.handler_cb
+        if route.raw:
+            # The adapter's own function is the C callback: no Request, no dispatch.
+            cb = _lib.HANDLER_FN(route.fn)
+            self.table.append(cb)
+        else:
+            self.table.append((route.fn, route.is_async))
         method = route.method.encode("ascii") if route.method else None
         rc = L.ember_server_route(self.ptr, method, _wire_pattern(route.pattern),
-                                  self.handler_cb, slot, self.release_cb)
+                                  cb, slot, self.release_cb)
         if rc != _lib.OK:
             self.table[slot] = None  # on failure the engine took nothing
             raise EmberError(rc, _lib.last_error(), f"route {route.method or '*'} {route.pattern}")
@@ -248,6 +255,19 @@ class _Native:
             with self._cond:
                 self.closing = False
         return rc
+
+
+_LISTEN_REUSE_PORT = getattr(_lib, "LISTEN_REUSE_PORT", 1)
+
+
+def _listen_flags() -> Callable:
+    fn = getattr(L, "ember_server_listen_flags", None)
+    if fn is None:
+        raise EmberError(_lib.ERR_INVALID_ARG, "this libember has no ember_server_listen_flags "
+                         "(SO_REUSEPORT); build a newer engine", "reuse_port")
+    fn.restype = ctypes.c_int32
+    fn.argtypes = [ctypes.POINTER(_lib.Server), ctypes.c_char_p, ctypes.c_uint32]
+    return fn
 
 
 def _wire_pattern(pattern: str) -> bytes:
@@ -347,6 +367,16 @@ class Server:
             for m in _methods(methods):
                 self._routes.append(_Route(m, path, handler))
 
+    def _add_raw_route(self, methods: Methods, path: str, fn: Callable[[int, int, int], None]) -> None:
+        """For the adapters (ASGI, WSGI): ``fn(user_data, handle, info_address)`` is the
+        engine's callback itself. It must answer (or hand the handle on) and must never
+        raise: nothing catches for it."""
+        with self._lock:
+            if self._native is not None:
+                raise RuntimeError("ember: add routes before start() (or after stop())")
+            for m in _methods(methods):
+                self._routes.append(_Route(m, path, fn, raw=True))
+
     def route(self, methods: Methods, path: str) -> Callable[[Handler], Handler]:
         """Decorator: ``@app.route(["GET", "HEAD"], "/x")``."""
         def register(fn: Handler) -> Handler:
@@ -379,9 +409,10 @@ class Server:
         """The bound port while running."""
         return self._port if self._native is not None else None
 
-    def start(self, port: int = 0, host: str = "127.0.0.1") -> int:
+    def start(self, port: int = 0, host: str = "127.0.0.1", reuse_port: bool = False) -> int:
         """Starts listening on ``host:port`` (0 = a free port) and returns the port.
-        Returns once the engine listens; raises EmberError (e.g. ``EMBER_ERR_BIND``)."""
+        Returns once the engine listens; raises EmberError (e.g. ``EMBER_ERR_BIND``).
+        ``reuse_port``: SO_REUSEPORT, so that several processes share the port."""
         with self._lock:
             if self._native is not None:
                 raise RuntimeError("ember: server already running")
@@ -394,7 +425,11 @@ class Server:
                 for r in self._routes:
                     native.add_route(r)
                 addr = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-                check(L.ember_server_listen(native.ptr, addr.encode("ascii")), "ember_server_listen")
+                if reuse_port:
+                    check(_listen_flags()(native.ptr, addr.encode("ascii"), _LISTEN_REUSE_PORT),
+                          "ember_server_listen_flags")
+                else:
+                    check(L.ember_server_listen(native.ptr, addr.encode("ascii")), "ember_server_listen")
                 # Started before the engine so a request for a coroutine never waits for it;
                 # cheap when unused (one idle thread), and needed anyway for awaitable results.
                 runner.start()
@@ -498,7 +533,7 @@ class Server:
                 time.sleep(0.01)
 
     def run(self, port: int = 8080, host: str = "127.0.0.1", timeout: float = 5.0,
-            ready: Callable[[int], Any] | None = None) -> None:
+            ready: Callable[[int], Any] | None = None, reuse_port: bool = False) -> None:
         """Starts (unless running), blocks until SIGINT (Ctrl+C) or SIGTERM, then stops
         gracefully. ``ready(port)`` is called once listening, with the signal handlers
         already in place: a signal right after it (say, after printing the port) still
@@ -512,7 +547,7 @@ class Server:
                 previous[sig] = signal.signal(sig, on_signal)
         try:
             if not self.running:
-                self.start(port, host)
+                self.start(port, host, reuse_port)
             if ready is not None:
                 ready(self._port)
             # Short slices: Python runs signal handlers only between them.

@@ -1,0 +1,362 @@
+"""ASGI 3 server on the Ember engine: ``ember.asgi.serve(app)`` or ``python -m ember module:app``.
+
+The engine parses HTTP; per request Python builds the scope straight from the engine's
+info struct (no ABI call), runs the app on a loop it borrows for the moment (``_loop.py``:
+most requests complete without a thread switch) and answers with one
+``ember_request_respond``.
+
+Where streaming plugs in (the engine buffers bodies both ways today):
+- request body: ``_HTTPCycle.receive`` gives the whole body as one ``http.request``
+  event; a streamed body becomes ``ember_request_read`` calls there.
+- response body: ``_HTTPCycle.send`` collects ``more_body`` chunks and ``_HTTPCycle._answer``
+  sends them in one call; a streamed response begins at the first ``more_body`` chunk
+  (``ember_response_begin`` / ``_write`` / ``_end``), and ``http.disconnect`` comes from
+  the engine's abort notice instead of the end of the response.
+- WebSocket: a ``websocket`` scope comes from the engine's open callback, built like the
+  HTTP one in ``ASGIServer._make_callback``, with its own cycle class beside ``_HTTPCycle``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Awaitable, Callable
+from urllib.parse import unquote as _unquote
+
+from . import _lib
+from ._host import AppServer, internal_error as _internal_error, refused as _refused
+from ._loop import BorrowableLoop
+from ._wire import (HTTP_VERSIONS, I_BODY, I_HEADERS, I_METHOD, I_PATH, I_QUERY, I_REMOTE, I_VERSION,
+                    INFO, MEM, METHODS, PAIR, AddrCache)
+from .response import NOCOPY_MIN, send as _send_any
+
+log = logging.getLogger("ember.asgi")
+
+ASGIApp = Callable[[dict, Callable[[], Awaitable[dict]], Callable[[dict], Awaitable[None]]], Awaitable[None]]
+
+_respond = _lib.lib.ember_request_respond
+_OK = _lib.OK
+
+# "2.3": send() does not raise when the client has gone. With the engine's abort notice
+# (streaming ABI) this becomes "2.4".
+_HTTP_ASGI = {"version": "3.0", "spec_version": "2.3"}
+_LIFESPAN_ASGI = {"version": "3.0", "spec_version": "2.0"}
+
+
+class LifespanFailure(RuntimeError):
+    """The app's lifespan startup failed: the server does not start."""
+
+
+class _HTTPCycle:
+    """One request: the app's ``receive`` and ``send``, and the answer."""
+
+    __slots__ = ("handle", "body", "status", "headers", "parts", "done", "waiter", "scope")
+
+    def __init__(self, handle: int, body: bytes, scope: dict) -> None:
+        self.handle = handle
+        self.body = body
+        self.scope = scope
+        self.status = None
+        self.headers = None
+        self.parts = None
+        self.done = False
+        self.waiter = None
+
+    async def run(self, app: ASGIApp) -> None:
+        try:
+            result = await app(self.scope, self.receive, self.send)
+        except asyncio.CancelledError:
+            raise
+        except BaseException:
+            log.exception("Exception in ASGI application (%s %s)", self.scope["method"], self.scope["path"])
+            if not self.done:
+                self._fail()
+            return
+        finally:
+            self._wake()
+        if self.done:
+            if result is not None:
+                log.error("ASGI callable should return None, but returned %r", result)
+            return
+        if self.status is None:
+            log.error("ASGI callable returned without starting response (%s %s)",
+                      self.scope["method"], self.scope["path"])
+        else:
+            log.error("ASGI callable returned without completing response (%s %s)",
+                      self.scope["method"], self.scope["path"])
+        self._fail()
+
+    async def receive(self) -> dict:
+        body = self.body
+        if body is not None:
+            # Streaming switch point (request body): today the whole body, in one event.
+            self.body = None
+            return {"type": "http.request", "body": body, "more_body": False}
+        if not self.done:
+            # Until the engine reports aborts, "disconnect" is when the response is done.
+            waiter = self.waiter
+            if waiter is None or waiter.done():
+                waiter = self.waiter = asyncio.get_running_loop().create_future()
+            await waiter
+        return {"type": "http.disconnect"}
+
+    async def send(self, message: dict) -> None:
+        kind = message["type"]
+        if kind == "http.response.body":
+            if self.status is None:
+                raise RuntimeError("Expected ASGI message 'http.response.start', but got 'http.response.body'")
+            if self.done:
+                raise RuntimeError("Unexpected ASGI message 'http.response.body' sent, after response already completed")
+            body = message.get("body", b"")
+            if message.get("more_body", False):
+                # Streaming switch point (response body): collected until the last chunk.
+                if body:
+                    if self.parts is None:
+                        self.parts = [body]
+                    else:
+                        self.parts.append(body)
+                return
+            self._answer(body)
+        elif kind == "http.response.start":
+            if self.status is not None:
+                raise RuntimeError("Unexpected ASGI message 'http.response.start' sent, after response already started")
+            status = message["status"]
+            if type(status) is not int:
+                raise TypeError(f"ASGI 'status' must be an int, got {status!r}")
+            self.status = status
+            self.headers = message.get("headers", ())
+        else:
+            raise RuntimeError(f"Unexpected ASGI message {kind!r} sent (HTTP)")
+
+    def _answer(self, body: Any) -> None:
+        parts = self.parts
+        if parts is not None:
+            parts.append(body)
+            body = b"".join(parts)
+            self.parts = None
+        elif type(body) is not bytes:
+            body = bytes(body)
+        headers = self.headers
+        head = b"".join([b"%s: %s\r\n" % (name, value) for name, value in headers])
+        self.done = True
+        if head.count(b"\n") != len(headers):
+            # A line break inside a name or value would forge header lines.
+            log.error("ASGI response header with a line break refused (%s %s)",
+                      self.scope["method"], self.scope["path"])
+            _internal_error(self.handle)
+            return
+        n = len(body)
+        if n < NOCOPY_MIN:
+            rc = _respond(self.handle, self.status, head, len(head), body, n)
+        else:
+            rc = _send_any(self.handle, self.status, head, body)
+        if rc != _OK:
+            _refused(rc, self.handle, f"{self.scope['method']} {self.scope['path']}", log)
+        self._wake()
+
+    def _fail(self) -> None:
+        self.done = True
+        _internal_error(self.handle)
+
+    def _wake(self) -> None:
+        waiter = self.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+
+class _Lifespan:
+    """The lifespan protocol: startup before the server listens, shutdown after it stopped."""
+
+    def __init__(self, app: ASGIApp, state: dict, mode: str) -> None:
+        self.app = app
+        self.state = state
+        self.mode = mode
+        self.queue: asyncio.Queue | None = None
+        self.started = self.finished = None
+        self.startup_failed = self.shutdown_failed = False
+        self.message = ""
+        self.error: BaseException | None = None
+        self.task: asyncio.Task | None = None
+        self.unsupported = False
+
+    async def _main(self) -> None:
+        scope = {"type": "lifespan", "asgi": _LIFESPAN_ASGI, "state": self.state}
+        try:
+            await self.app(scope, self._receive, self._send)
+        except BaseException as e:
+            self.error = e
+            if self.mode == "auto" and not self.started.is_set():
+                self.unsupported = True
+                log.info("ASGI 'lifespan' protocol appears unsupported (%s: %s)", type(e).__name__, e)
+            else:
+                log.error("Exception in 'lifespan' protocol", exc_info=e)
+        finally:
+            self.started.set()
+            self.finished.set()
+
+    async def _receive(self) -> dict:
+        return await self.queue.get()
+
+    async def _send(self, message: dict) -> None:
+        kind = message["type"]
+        if kind == "lifespan.startup.complete":
+            self.started.set()
+        elif kind == "lifespan.startup.failed":
+            self.startup_failed = True
+            self.message = message.get("message", "")
+            self.started.set()
+        elif kind == "lifespan.shutdown.complete":
+            self.finished.set()
+        elif kind == "lifespan.shutdown.failed":
+            self.shutdown_failed = True
+            self.message = message.get("message", "")
+            self.finished.set()
+        else:
+            raise RuntimeError(f"Unexpected ASGI message {kind!r} sent (lifespan)")
+
+    async def startup(self) -> None:
+        self.queue = asyncio.Queue()
+        self.started = asyncio.Event()
+        self.finished = asyncio.Event()
+        self.task = asyncio.get_running_loop().create_task(self._main())
+        await self.queue.put({"type": "lifespan.startup"})
+        await self.started.wait()
+        if self.startup_failed:
+            raise LifespanFailure("the app's lifespan startup failed" + (f": {self.message}" if self.message else ""))
+        if self.error is not None and not self.unsupported:
+            raise LifespanFailure(f"the app's lifespan startup raised {type(self.error).__name__}: {self.error}")
+
+    async def shutdown(self, timeout: float) -> None:
+        if self.task is None or self.task.done() or self.unsupported:
+            return
+        await self.queue.put({"type": "lifespan.shutdown"})
+        try:
+            await asyncio.wait_for(self.finished.wait(), timeout)
+        except asyncio.TimeoutError:
+            log.warning("lifespan shutdown did not finish in %.1f s", timeout)
+            self.task.cancel()
+            return
+        if self.shutdown_failed:
+            log.error("the app's lifespan shutdown failed%s", f": {self.message}" if self.message else "")
+
+
+class ASGIServer(AppServer):
+    """Serves one ASGI 3 app.
+
+    ``ASGIServer(app, host="127.0.0.1", port=8000, root_path="", lifespan="auto",
+    dispatch="inline", workers=0, pool_threads=0, reuse_port=False, **limits)``
+
+    ``lifespan``: ``"auto"`` (run it; an app that raises before answering startup does
+    not support it), ``"on"`` (an error there stops the server), ``"off"``. ``dispatch``,
+    ``workers`` (engine I/O threads) and the limits are ``ember.Server``'s. Requests start
+    on the engine's threads; ``inline`` (the default) suits ASGI apps, which must not
+    block anyway. ``start()`` / ``stop()`` / ``run()``.
+    """
+
+    def __init__(self, app: ASGIApp, host: str = "127.0.0.1", port: int = 8000, *, root_path: str = "",
+                 lifespan: str = "auto", dispatch: str = "inline", workers: int = 0, pool_threads: int = 0,
+                 reuse_port: bool = False, **limits: Any) -> None:
+        if lifespan not in ("auto", "on", "off"):
+            raise ValueError("ember: lifespan is 'auto', 'on' or 'off'")
+        self.app = app
+        self.root_path = root_path.rstrip("/")
+        self.lifespan_mode = lifespan
+        self.state: dict = {}
+        self._loop = BorrowableLoop()
+        super().__init__(host, port, dispatch=dispatch, workers=workers, pool_threads=pool_threads,
+                         reuse_port=reuse_port, loop=self._loop.loop, **limits)
+        # Inline dispatch runs on the I/O threads: never wait there for the baton.
+        self._block = dispatch != "inline"
+        self._template = [self._scope_template(port)]
+        self._lifespan: _Lifespan | None = None
+        self._install()
+
+    def _scope_template(self, port: int) -> dict:
+        return {"type": "http", "asgi": _HTTP_ASGI, "http_version": "1.1", "server": (self.host, port),
+                "client": None, "scheme": "http", "method": "GET", "root_path": self.root_path,
+                "path": "/", "raw_path": b"/", "query_string": b"", "headers": [], "state": None}
+
+    def _listening(self, port: int) -> None:
+        self._template[0] = self._scope_template(port)
+        self.port = port
+
+    def _make_callback(self) -> Callable[[int, int, int], None]:
+        # Per request the scope starts as a copy of this template (cheaper than a literal).
+        template = self._template
+        root = self.root_path
+        app = self.app
+        state = self.state
+        run = self._loop.run
+        block = self._block
+        unpack = INFO.unpack_from
+        pairs = PAIR.iter_unpack
+        pair_size = PAIR.size
+        mem = MEM
+        methods = METHODS
+        versions = HTTP_VERSIONS
+        clients = AddrCache().get
+        Cycle = _HTTPCycle
+        cycle_run = Cycle.run
+
+        def on_request(_ud: int, handle: int, info: int) -> None:
+            try:
+                f = unpack(mem, info)
+                p = f[I_METHOD]
+                method = mem[p:p + f[I_METHOD + 1]].tobytes()
+                p = f[I_PATH]
+                raw_path = mem[p:p + f[I_PATH + 1]].tobytes()
+                path = raw_path.decode("latin-1")
+                if "%" in path:
+                    path = _unquote(path)
+                p, n = f[I_QUERY], f[I_QUERY + 1]
+                p2, n2 = f[I_BODY], f[I_BODY + 1]
+                p3, n3 = f[I_HEADERS], f[I_HEADERS + 1]
+                scope = template[0].copy()
+                scope["method"] = methods.get(method) or method.decode("latin-1")
+                scope["path"] = root + path if root else path
+                scope["raw_path"] = raw_path
+                scope["query_string"] = mem[p:p + n].tobytes() if n else b""
+                p = f[I_REMOTE]
+                scope["client"] = clients(mem[p:p + f[I_REMOTE + 1]].tobytes())
+                scope["headers"] = [(mem[a:a + b].tobytes(), mem[c:c + d].tobytes())
+                                    for a, b, c, d in pairs(mem[p3:p3 + pair_size * n3])] if n3 else []
+                scope["state"] = state.copy()
+                if f[I_VERSION] != 11:
+                    scope["http_version"] = versions.get(f[I_VERSION], "1.1")
+                run(cycle_run, Cycle(handle, mem[p2:p2 + n2].tobytes() if n2 else b"", scope), app,
+                    block=block)
+            except BaseException:
+                try:
+                    log.exception("ember: ASGI request could not be started")
+                    _internal_error(handle)
+                except BaseException:
+                    pass
+
+        return on_request
+
+    # -- lifecycle -------------------------------------------------------------------
+    def _startup(self) -> None:
+        self._loop.start()
+        self._server._loop = self._loop.loop
+        if self.lifespan_mode != "off":
+            self._lifespan = _Lifespan(self.app, self.state, self.lifespan_mode)
+            try:
+                self._loop.call(self._lifespan.startup())
+            except BaseException:
+                self._loop.stop()
+                raise
+
+    def _shutdown(self, timeout: float) -> None:
+        try:
+            if self._lifespan is not None:
+                self._loop.call(self._lifespan.shutdown(timeout), timeout + 1)
+        except BaseException:
+            log.exception("lifespan shutdown")
+        finally:
+            self._lifespan = None
+            self._loop.stop()
+
+
+def serve(app: ASGIApp, host: str = "127.0.0.1", port: int = 8000, **options: Any) -> None:
+    """Runs ``app`` until SIGINT/SIGTERM (see ``ASGIServer`` for the options)."""
+    ASGIServer(app, host, port, **options).run()

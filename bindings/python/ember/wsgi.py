@@ -1,0 +1,293 @@
+"""WSGI (PEP 3333) server on the Ember engine: ``ember.wsgi.serve(app)`` or
+``python -m ember module:app --interface wsgi``.
+
+The app runs on the engine's pool threads (blocking is fine there), one request per
+thread at a time. The environ is built straight from the engine's info struct (no ABI
+call) and the response goes out in one ``ember_request_respond``.
+
+Where streaming plugs in (the engine buffers bodies both ways today):
+- request body: ``wsgi.input`` is a ``BytesIO`` over the whole body, made in
+  ``WSGIServer._make_callback``; a streamed body becomes a reader over
+  ``ember_request_read`` there.
+- response body: ``_respond_with`` joins the iterable's chunks into one answer; a
+  streamed response sends each chunk as it comes (``ember_response_begin`` / ``_write``
+  / ``_end``), which also makes ``write()`` and long iterables stream.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+from typing import Any, Callable, Iterable
+
+from . import _lib, __version__
+from ._host import AppServer, internal_error, refused
+from ._wire import (I_BODY, I_HEADERS, I_METHOD, I_PATH, I_QUERY, I_REMOTE, I_VERSION, INFO, MEM, METHODS,
+                    PAIR, PROTOCOLS, split_addr, wsgi_path)
+from .response import NOCOPY_MIN, send as _send_any
+
+log = logging.getLogger("ember.wsgi")
+
+WSGIApp = Callable[[dict, Callable[..., Any]], Iterable[bytes]]
+
+_respond = _lib.lib.ember_request_respond
+_OK = _lib.OK
+
+
+class ErrorStream:
+    """``wsgi.errors``: what the app writes goes to the ``ember.wsgi`` logger, a line at a time."""
+
+    def write(self, text: str) -> int:
+        for line in str(text).splitlines():
+            if line.strip():
+                log.error("%s", line)
+        return len(text)
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        pass
+
+
+class FileWrapper:
+    """``wsgi.file_wrapper``: an iterable over a file-like object, closed with it."""
+
+    def __init__(self, filelike: Any, blksize: int = 8192) -> None:
+        self.filelike = filelike
+        self.blksize = blksize
+        if hasattr(filelike, "close"):
+            self.close = filelike.close
+
+    def __iter__(self) -> "FileWrapper":
+        return self
+
+    def __next__(self) -> bytes:
+        data = self.filelike.read(self.blksize)
+        if data:
+            return data
+        raise StopIteration
+
+
+def _environ_key(name: bytes) -> str | None:
+    """The environ key of a request header; None for names with "_", which would be
+    indistinguishable from "-" there (dropped, as gunicorn and nginx do)."""
+    text = name.decode("latin-1")
+    if "_" in text:
+        return None
+    key = text.upper().replace("-", "_")
+    if key in ("CONTENT_TYPE", "CONTENT_LENGTH"):
+        return key
+    return "HTTP_" + key
+
+
+class _StartResponse:
+    """``start_response`` for one request, and what it was given."""
+
+    __slots__ = ("status", "headers", "written")
+
+    def __init__(self) -> None:
+        self.status: str | None = None
+        self.headers: list | None = None
+        self.written: list | None = None
+
+    def __call__(self, status: str, headers: list, exc_info: Any = None) -> Callable[[bytes], None]:
+        if exc_info is not None:
+            # Nothing has been sent before the app returns (the answer goes out whole),
+            # so an error page may always replace the headers given before.
+            exc_info = None
+        elif self.status is not None:
+            raise AssertionError("start_response() called a second time without exc_info")
+        if type(status) is not str:
+            raise TypeError(f"WSGI status must be a str, got {type(status).__name__}")
+        self.status = status
+        self.headers = headers
+        return self.write
+
+    def write(self, data: bytes) -> None:
+        # The legacy write() callable: kept in order, before the iterable's chunks.
+        if self.status is None:
+            raise AssertionError("write() before start_response()")
+        if self.written is None:
+            self.written = [data]
+        else:
+            self.written.append(data)
+
+
+def _status_code(status: str) -> int:
+    code = status.split(" ", 1)[0]
+    if len(code) != 3 or not code.isdigit():
+        raise ValueError(f"WSGI status {status!r} does not start with a 3-digit code")
+    return int(code)
+
+
+def _head(headers: list) -> bytes:
+    head = "".join([f"{name}: {value}\r\n" for name, value in headers]).encode("latin-1")
+    if head.count(b"\n") != len(headers):
+        raise ValueError("a WSGI response header contains a line break")
+    return head
+
+
+def _respond_with(handle: int, start: _StartResponse, result: Iterable[bytes], what: str) -> None:
+    """Collects the app's answer and sends it in one call (the streaming switch point)."""
+    if type(result) is list and len(result) == 1 and start.written is None:
+        body = result[0]
+    elif type(result) is FileWrapper:
+        body = result.filelike.read()
+    else:
+        chunks = start.written or []
+        for chunk in result:
+            if chunk:
+                chunks.append(chunk)
+        body = b"".join(chunks)
+    if start.status is None:
+        raise AssertionError("the WSGI app returned without calling start_response()")
+    if type(body) is not bytes:
+        body = bytes(body)
+    status = _status_code(start.status)
+    head = _head(start.headers)
+    n = len(body)
+    if n < NOCOPY_MIN:
+        rc = _respond(handle, status, head, len(head), body, n)
+    else:
+        rc = _send_any(handle, status, head, body)
+    if rc != _OK:
+        refused(rc, handle, what, log)
+
+
+class WSGIServer(AppServer):
+    """Serves one WSGI app on the engine's thread pool.
+
+    ``WSGIServer(app, host="127.0.0.1", port=8000, root_path="", dispatch="pool",
+    workers=0, pool_threads=0, reuse_port=False, multiprocess=False, **limits)``
+
+    ``root_path`` is the ``SCRIPT_NAME`` the app is mounted at (it is taken off the
+    front of ``PATH_INFO``). ``pool_threads`` is how many requests run at once
+    (0 = engine default); ``dispatch="inline"`` runs the app on the I/O threads (only
+    for apps that never block). ``start()`` / ``stop()`` / ``run()``.
+    """
+
+    def __init__(self, app: WSGIApp, host: str = "127.0.0.1", port: int = 8000, *, root_path: str = "",
+                 dispatch: str = "pool", workers: int = 0, pool_threads: int = 0, reuse_port: bool = False,
+                 multiprocess: bool = False, **limits: Any) -> None:
+        self.app = app
+        self.root_path = root_path.rstrip("/")
+        self.multiprocess = multiprocess
+        self.errors = ErrorStream()
+        super().__init__(host, port, dispatch=dispatch, workers=workers, pool_threads=pool_threads,
+                         reuse_port=reuse_port, **limits)
+        self._template = [self._environ_template(port)]
+        self._install()
+
+    def _environ_template(self, port: int) -> dict:
+        return {
+            "SERVER_NAME": self.host,
+            "SERVER_PORT": str(port),
+            "SERVER_SOFTWARE": f"ember/{__version__}",
+            "SCRIPT_NAME": self.root_path,
+            "wsgi.version": (1, 0),
+            "wsgi.url_scheme": "http",
+            "wsgi.errors": self.errors,
+            "wsgi.multithread": True,
+            "wsgi.multiprocess": self.multiprocess,
+            "wsgi.run_once": False,
+            "wsgi.input_terminated": True,
+            "wsgi.file_wrapper": FileWrapper,
+        }
+
+    def _listening(self, port: int) -> None:
+        self._template[0] = self._environ_template(port)
+        self.port = port
+
+    def _make_callback(self) -> Callable[[int, int, int], None]:
+        template = self._template
+        root = self.root_path
+        app = self.app
+        unpack = INFO.unpack_from
+        pairs = PAIR.iter_unpack
+        pair_size = PAIR.size
+        mem = MEM
+        methods = METHODS
+        protocols = PROTOCOLS
+        keys: dict[bytes, str | None] = {}
+        peers: dict[bytes, tuple[str, str]] = {}
+        BytesIO = io.BytesIO
+
+        def on_request(_ud: int, handle: int, info: int) -> None:
+            environ = None
+            result = None
+            try:
+                f = unpack(mem, info)
+                environ = template[0].copy()
+                p = f[I_METHOD]
+                method = mem[p:p + f[I_METHOD + 1]].tobytes()
+                environ["REQUEST_METHOD"] = methods.get(method) or method.decode("latin-1")
+                p = f[I_PATH]
+                raw_path = mem[p:p + f[I_PATH + 1]].tobytes()
+                path = wsgi_path(raw_path)
+                if root and path.startswith(root) and path[len(root):len(root) + 1] in ("", "/"):
+                    path = path[len(root):]
+                environ["PATH_INFO"] = path
+                p, n = f[I_QUERY], f[I_QUERY + 1]
+                query = mem[p:p + n].tobytes().decode("latin-1") if n else ""
+                environ["QUERY_STRING"] = query
+                uri = raw_path.decode("latin-1")
+                environ["RAW_URI"] = environ["REQUEST_URI"] = uri + "?" + query if query else uri
+                environ["SERVER_PROTOCOL"] = protocols.get(f[I_VERSION], "HTTP/1.1")
+                p = f[I_REMOTE]
+                peer = mem[p:p + f[I_REMOTE + 1]].tobytes()
+                addr = peers.get(peer)
+                if addr is None:
+                    if len(peers) >= 4096:
+                        peers.clear()
+                    host_port = split_addr(peer.decode("latin-1")) or ("", 0)
+                    addr = peers[peer] = (host_port[0], str(host_port[1]))
+                environ["REMOTE_ADDR"], environ["REMOTE_PORT"] = addr
+                p, n = f[I_HEADERS], f[I_HEADERS + 1]
+                if n:
+                    for a, b, c, d in pairs(mem[p:p + pair_size * n]):
+                        name = mem[a:a + b].tobytes()
+                        try:
+                            key = keys[name]
+                        except KeyError:
+                            if len(keys) >= 1024:
+                                keys.clear()
+                            key = keys[name] = _environ_key(name)
+                        if key is None:
+                            continue
+                        value = mem[c:c + d].tobytes().decode("latin-1")
+                        if key in environ:
+                            environ[key] += ("; " if key == "HTTP_COOKIE" else ",") + value
+                        else:
+                            environ[key] = value
+                p, n = f[I_BODY], f[I_BODY + 1]
+                # Streaming switch point (request body): the whole body, as one stream.
+                body = mem[p:p + n].tobytes() if n else b""
+                if body and "CONTENT_LENGTH" not in environ:  # it came chunked
+                    environ["CONTENT_LENGTH"] = str(n)
+                environ["wsgi.input"] = BytesIO(body)
+                start = _StartResponse()
+                result = app(environ, start)
+                _respond_with(handle, start, result, f"{environ['REQUEST_METHOD']} {uri}")
+            except BaseException:
+                try:
+                    what = f"{environ.get('REQUEST_METHOD')} {environ.get('RAW_URI')}" if environ else "request"
+                    log.exception("Error handling request %s", what)
+                    internal_error(handle)
+                except BaseException:
+                    pass
+            finally:
+                close = getattr(result, "close", None)
+                if close is not None:
+                    try:
+                        close()
+                    except BaseException:
+                        log.exception("close() of the WSGI response raised")
+
+        return on_request
+
+
+def serve(app: WSGIApp, host: str = "127.0.0.1", port: int = 8000, **options: Any) -> None:
+    """Runs ``app`` until SIGINT/SIGTERM (see ``WSGIServer`` for the options)."""
+    WSGIServer(app, host, port, **options).run()
