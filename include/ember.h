@@ -24,9 +24,12 @@
 #include <stdint.h>
 
 /**
- * The ABI version; bumped only when functions are added (nothing is ever removed).
+ * The ABI version; bumped when functions are added (nothing is ever removed).
+ * 2: `ember_request_info` and `ember_stats` start with their size, `ember_request_get_info`
+ * and `ember_server_stats` take the caller's struct size, `ember_server_listen_flags`,
+ * limits 8-11.
  */
-#define EMBER_ABI_VERSION 1
+#define EMBER_ABI_VERSION 2
 
 /**
  * Handlers run on the I/O worker thread: fastest; a handler must not block.
@@ -72,6 +75,33 @@
  * Time for the host to answer, in ms (default 30000) → 503. 0 = off.
  */
 #define EMBER_LIMIT_HANDLER_TIMEOUT_MS 7
+
+/**
+ * Minimum average request body rate in bytes/s once the grace period has passed
+ * (default 240, as Kestrel) → 408 and close. 0 = off.
+ */
+#define EMBER_LIMIT_MIN_BODY_RATE 8
+
+/**
+ * Grace period before the body rate is checked, in ms (default 5000).
+ */
+#define EMBER_LIMIT_BODY_RATE_GRACE_MS 9
+
+/**
+ * Requests waiting for a pool thread at most (default 4096) → 503 with Retry-After.
+ */
+#define EMBER_LIMIT_MAX_QUEUED 10
+
+/**
+ * Request body bytes one connection may hold buffered across its HTTP/2 streams
+ * (default 64 MiB, never less than the body limit) → 503 and close.
+ */
+#define EMBER_LIMIT_MAX_CONN_BODY_BYTES 11
+
+/**
+ * `ember_server_listen_flags`: SO_REUSEPORT, several processes share the port.
+ */
+#define EMBER_LISTEN_REUSE_PORT 1
 
 #define EMBER_LOG_ERROR 1
 
@@ -125,12 +155,24 @@ typedef struct ember_header {
 
 /**
  * Everything a handler usually needs, in one struct. All views are owned by the engine.
- * They stay valid until the host's first `ember_request_respond*` call on this request
- * (whatever it returns) or until the server stops, whichever comes first; also when the
- * handler timeout or a departing client ended the request meanwhile. Always answer:
- * that is also what releases an expired request's memory before stop.
+ *
+ * They stay valid until an answer call on this request succeeds or reports that the
+ * request already ended (`EMBER_ERR_ALREADY_ANSWERED`, `EMBER_ERR_TIMED_OUT`,
+ * `EMBER_ERR_CLIENT_GONE`), or until the server stops, whichever comes first. A call
+ * refused for its own arguments (`EMBER_ERR_INVALID_ARG`, `EMBER_ERR_NULL`) changes
+ * nothing: the request still waits and the views stay valid, so the host can answer
+ * again. They also stay valid when the handler timeout or a departing client ended
+ * the request meanwhile: always answer, since that is also what releases an expired
+ * request's memory before stop.
+ *
+ * Fields are only ever appended: `size` tells which exist in the library that filled
+ * the struct.
  */
 typedef struct ember_request_info {
+  /**
+   * `sizeof(ember_request_info)` of the library that filled it.
+   */
+  size_t size;
   /**
    * The request's handle (same as the handler's `req` argument).
    */
@@ -203,8 +245,13 @@ typedef void (*ember_handler_fn)(void *user_data,
 
 /**
  * A snapshot of the counters (C layout: the ABI hands it out as `ember_stats`).
+ * Fields are only ever appended; `size` tells which exist in the library that filled it.
  */
 typedef struct ember_stats {
+  /**
+   * `sizeof(ember_stats)` of the library that filled it.
+   */
+  size_t size;
   /**
    * Requests received, including those the engine answered itself (404, 413 ...).
    */
@@ -228,6 +275,16 @@ typedef struct ember_stats {
   uint64_t active_requests;
   uint64_t bytes_read;
   uint64_t bytes_written;
+  /**
+   * Answers with a status of 600-999 (legal on the wire, outside the five classes).
+   */
+  uint64_t responses_other;
+  /**
+   * Requests whose data (views, body) the engine keeps for the host right now: those
+   * handed to a handler and not yet answered, and those that ended without the host's
+   * answer (timeout, client gone) until the host's answer attempt or stop.
+   */
+  uint64_t held_requests;
 } ember_stats;
 
 /**
@@ -342,9 +399,15 @@ uint32_t ember_abi_version(void);
 
 /**
  * Copies the request's info struct (the same one the handler received) into
- * `*out_info`. Its views are owned by the engine and valid until the request is answered.
+ * `*out_info`. Its views are owned by the engine, valid as `ember_request_info` says.
+ *
+ * `info_size` is `sizeof(ember_request_info)` as the caller knows it: at most that many
+ * bytes are written, so a program built against an older header stays safe when fields
+ * are appended. `out_info->size` tells how many the library filled.
  */
-ember_result ember_request_get_info(ember_request req, struct ember_request_info *out_info);
+ember_result ember_request_get_info(ember_request req,
+                                    struct ember_request_info *out_info,
+                                    size_t info_size);
 
 /**
  * The first value of header `name` (ASCII case-insensitive) into `*out_value`;
@@ -402,8 +465,9 @@ ember_result ember_server_new(struct ember_server **out_server);
  * closed), runs every pending release callback, and frees it. NULL is fine (no-op).
  *
  * Ownership: `server` is consumed and must not be used afterwards. Returns
- * `EMBER_ERR_STATE` (and frees nothing) when called from inside one of this server's
- * own handlers: stop it there, and free it from another thread.
+ * `EMBER_ERR_STATE` (and frees nothing) when called from one of this server's own
+ * threads or callbacks (a handler, a log, release or thread-hook callback): stop it
+ * there, and free it from another thread.
  */
 ember_result ember_server_free(struct ember_server *server);
 
@@ -413,6 +477,16 @@ ember_result ember_server_free(struct ember_server *server);
  * Before start only. `address` is copied.
  */
 ember_result ember_server_listen(struct ember_server *server, const char *address);
+
+/**
+ * Like `ember_server_listen`, with `EMBER_LISTEN_*` flags (0 = none):
+ * `EMBER_LISTEN_REUSE_PORT` sets SO_REUSEPORT so several processes (or servers) listen on
+ * one port and the kernel spreads connections among them (`EMBER_ERR_BIND` at start where
+ * the system lacks it). Unknown flags are `EMBER_ERR_INVALID_ARG`. Before start only.
+ */
+ember_result ember_server_listen_flags(struct ember_server *server,
+                                       const char *address,
+                                       uint32_t flags);
 
 /**
  * Number of I/O worker threads (0 = one per core, the default). Before start only.
@@ -504,8 +578,14 @@ ember_result ember_server_wait(struct ember_server *server, uint32_t timeout_ms)
 
 /**
  * Copies the server's counters into `*out_stats`. Any time, any thread.
+ *
+ * `stats_size` is `sizeof(ember_stats)` as the caller knows it: at most that many bytes
+ * are written, so a program built against an older header stays safe when fields are
+ * appended. `out_stats->size` tells how many the library filled.
  */
-ember_result ember_server_stats(const struct ember_server *server, struct ember_stats *out_stats);
+ember_result ember_server_stats(const struct ember_server *server,
+                                struct ember_stats *out_stats,
+                                size_t stats_size);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -22,6 +22,15 @@ pub struct Limits {
     pub idle_timeout: Duration,
     pub max_connections: usize,
     pub handler_timeout: Duration,
+    /// A request body must arrive at this average rate (bytes/s) once `body_rate_grace`
+    /// has passed, or it is answered 408 and the connection closed. 0 = off.
+    pub min_body_rate: u64,
+    pub body_rate_grace: Duration,
+    /// Requests waiting for a pool thread at most; more are answered 503.
+    pub max_queued: usize,
+    /// Request body bytes one connection may hold buffered at once (all its HTTP/2
+    /// streams together); a stream that would pass it is answered 503.
+    pub max_conn_body_bytes: u64,
 }
 
 impl Default for Limits {
@@ -34,14 +43,28 @@ impl Default for Limits {
             idle_timeout: Duration::from_secs(30),
             max_connections: 10_000,
             handler_timeout: Duration::from_secs(30),
+            // Kestrel's defaults: generous for real clients, fatal for a trickle.
+            min_body_rate: 240,
+            body_rate_grace: Duration::from_secs(5),
+            max_queued: 4096,
+            max_conn_body_bytes: 64 * 1024 * 1024,
         }
     }
+}
+
+/// One listen address and how its socket is set up.
+#[derive(Debug, Clone, Copy)]
+pub struct Listen {
+    pub addr: SocketAddr,
+    /// SO_REUSEPORT: several processes (or servers) share the port; the kernel spreads
+    /// connections among them.
+    pub reuse_port: bool,
 }
 
 /// Everything fixed at start.
 #[derive(Debug, Clone)]
 pub struct Config {
-    pub listen: Vec<SocketAddr>,
+    pub listen: Vec<Listen>,
     /// I/O threads; 0 means one per core.
     pub workers: usize,
     pub dispatch: Dispatch,

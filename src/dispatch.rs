@@ -31,30 +31,34 @@ fn run_hook(hook: &Option<ThreadHook>) {
     }
 }
 
+/// A queued request holds only its handle: while it waits, its data lives in the
+/// registry alone, so an expiry frees it at once however long the queue is stuck.
 pub(crate) struct Job {
     pub handler: Handler,
-    pub request: Request,
+    pub id: u64,
 }
 
 /// The callback threads; jobs arrive on the `Sender` the server hands to its connections.
+/// The queue is bounded (`max_queued`): a full queue is answered 503 by the caller.
 /// When every sender is gone the threads finish what is queued and exit.
 pub(crate) struct Pool {
     threads: Vec<JoinHandle<()>>,
 }
 
 impl Pool {
-    pub fn start(size: usize, server_id: u64, hooks: Hooks, log: Logger) -> std::io::Result<(Pool, crossbeam_channel::Sender<Job>)> {
-        let (tx, rx) = crossbeam_channel::unbounded::<Job>();
+    pub fn start(size: usize, queue: usize, server_id: u64, hooks: Hooks, log: Logger) -> std::io::Result<(Pool, crossbeam_channel::Sender<Job>)> {
+        let (tx, rx) = crossbeam_channel::bounded::<Job>(queue.max(1));
         let mut pool = Pool { threads: Vec::with_capacity(size) };
         for n in 0..size {
             let rx = rx.clone();
             let (hooks, log) = (hooks.clone(), log.clone());
             let spawned = std::thread::Builder::new().name(format!("ember-cb-{n}")).spawn(move || {
+                crate::inside::mark_engine_thread(server_id);
                 hooks.start();
                 for job in rx.iter() {
                     // The client may have left (or the server stopped) while the job queued.
-                    if registry::is_pending(job.request.id()) {
-                        handler::invoke(server_id, &job.handler, &job.request, &log);
+                    if let Some(data) = registry::deliver(job.id) {
+                        handler::invoke(server_id, &job.handler, &Request { data }, &log);
                     }
                 }
                 hooks.stop();

@@ -1,5 +1,5 @@
-//! Error kinds shared by the engine and the C surface. The numbers are part of the ABI:
-//! never renumber, never reuse a retired one (leave it here as a comment).
+//! Error kinds shared by the engine and the C surface. Their numbers are the ABI's
+//! business and live in one place only: `ffi/constants.rs`.
 
 use std::fmt;
 
@@ -19,26 +19,6 @@ pub enum ErrorKind {
     BufferTooSmall,
     Panic,
     Runtime,
-}
-
-impl ErrorKind {
-    pub fn code(self) -> i32 {
-        match self {
-            ErrorKind::Null => -1,
-            ErrorKind::InvalidArg => -2,
-            ErrorKind::State => -3,
-            ErrorKind::Bind => -4,
-            ErrorKind::Route => -5,
-            ErrorKind::AlreadyAnswered => -6,
-            ErrorKind::TimedOut => -7,
-            ErrorKind::ClientGone => -8,
-            ErrorKind::InvalidHandle => -9,
-            ErrorKind::NotFound => -10,
-            ErrorKind::BufferTooSmall => -11,
-            ErrorKind::Panic => -12,
-            ErrorKind::Runtime => -13,
-        }
-    }
 }
 
 /// An error kind with a message written for the person reading the log.

@@ -5,7 +5,6 @@ use crate::registry;
 use crate::request::{Answer, RequestData};
 use crate::response;
 use bytes::Bytes;
-use std::cell::Cell;
 use std::sync::Arc;
 
 /// A route's callback. It answers through `Request::respond`, now or later from any thread.
@@ -39,21 +38,11 @@ pub fn respond(id: u64, answer: Answer) -> Result<()> {
     registry::answer(id, answer)
 }
 
-thread_local! {
-    /// Which server's handler this thread is running now (0 = none), so that stop and
-    /// free can tell they are being called from inside one.
-    static IN_HANDLER: Cell<u64> = const { Cell::new(0) };
-}
-
-pub(crate) fn in_handler_of(server_id: u64) -> bool {
-    IN_HANDLER.with(|c| c.get() == server_id)
-}
-
 /// Runs a handler with the panic boundary; a panic answers 500 and is logged.
 pub(crate) fn invoke(server_id: u64, handler: &Handler, request: &Request, log: &crate::log::Logger) {
-    let previous = IN_HANDLER.with(|c| c.replace(server_id));
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(request)));
-    IN_HANDLER.with(|c| c.set(previous));
+    let outcome = crate::inside::within(server_id, || {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(request)))
+    });
     if let Err(panic) = outcome {
         let what = crate::error::panic_message(&*panic);
         log.error(&format!("handler for {} {} panicked: {what}", request.data.method(), request.data.path()));

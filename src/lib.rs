@@ -1,13 +1,24 @@
 //! Ember: an in-process HTTP engine. The Rust API lives here; the C ABI in `ffi`.
 
+//!
+//! The request path runs one way: `server` (lifecycle) → `listener` (accept) → `conn`
+//! (protocol detection, hyper, watchdog) → `service` (one request) → `body`, `router`,
+//! `registry`, `dispatch`, `reply`. `engine` and `connstate` hold what those share.
+
+mod body;
 pub mod config;
 mod conn;
+mod connstate;
 mod dispatch;
+mod engine;
 pub mod error;
 pub mod ffi;
 pub mod handler;
+mod inside;
+mod listener;
 pub mod log;
 mod registry;
+mod reply;
 pub mod request;
 pub mod response;
 pub mod router;

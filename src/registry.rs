@@ -18,7 +18,9 @@ const INDEX_BITS: u32 = 24;
 const REUSE_AFTER: usize = 1024;
 
 enum State {
-    Pending { tx: Option<oneshot::Sender<Answer>>, data: Option<Arc<RequestData>> },
+    /// `seen`: the host was handed the handle (its handler ran or is running). Until then
+    /// the host cannot hold the handle, so an expiry frees everything at once.
+    Pending { tx: Option<oneshot::Sender<Answer>>, data: Option<Arc<RequestData>>, seen: bool },
     Answered,
     TimedOut(Option<Arc<RequestData>>),
     Gone(Option<Arc<RequestData>>),
@@ -62,7 +64,7 @@ pub(crate) fn begin(server: u64) -> (u64, oneshot::Receiver<Answer>) {
     let (tx, rx) = oneshot::channel();
     let shard_no = TABLE.next.fetch_add(1, Ordering::Relaxed) % SHARDS;
     let mut shard = TABLE.shards[shard_no].lock();
-    let state = State::Pending { tx: Some(tx), data: None };
+    let state = State::Pending { tx: Some(tx), data: None, seen: false };
     let index = if shard.free.len() > REUSE_AFTER || shard.slots.len() >= (1 << INDEX_BITS) {
         let index = shard.free.pop_front().expect("free queue is not empty");
         let slot = &mut shard.slots[index as usize];
@@ -78,15 +80,30 @@ pub(crate) fn begin(server: u64) -> (u64, oneshot::Receiver<Answer>) {
     ((generation as u64) << 32 | (shard_no as u64) << INDEX_BITS | index as u64, rx)
 }
 
-/// Makes the request's data readable through its handle.
-pub(crate) fn attach(id: u64, request: Arc<RequestData>) {
+/// Makes the request's data readable through its handle. `seen`: the handler is about
+/// to run on this thread (inline dispatch).
+pub(crate) fn attach(id: u64, request: Arc<RequestData>, seen: bool) {
     with_slot(id, |slot| {
-        if let State::Pending { data, .. } = &mut slot.state {
+        if let State::Pending { data, seen: s, .. } = &mut slot.state {
             *data = Some(request);
+            *s = seen;
         }
         Ok(())
     })
     .ok();
+}
+
+/// Hands a queued request to a pool thread: its data, marked as seen by the host, or
+/// None when it ended while it waited (client gone, timeout, stop).
+pub(crate) fn deliver(id: u64) -> Option<Arc<RequestData>> {
+    with_slot(id, |slot| match &mut slot.state {
+        State::Pending { data: Some(d), seen, .. } => {
+            *seen = true;
+            Ok(d.clone())
+        }
+        _ => Err(invalid(id)),
+    })
+    .ok()
 }
 
 fn with_slot<T>(id: u64, f: impl FnOnce(&mut Slot) -> Result<T>) -> Result<T> {
@@ -114,14 +131,9 @@ pub(crate) fn data(id: u64) -> Result<Arc<RequestData>> {
     })
 }
 
-/// True while the request still waits for an answer.
-pub(crate) fn is_pending(id: u64) -> bool {
-    with_slot(id, |slot| Ok(matches!(slot.state, State::Pending { .. }))).unwrap_or(false)
-}
-
-/// Moves a pending request to `new_state`, handing back its sender. A request that ended
-/// without the host (timeout, gone) keeps its data; the host's next answer attempt
-/// releases it.
+/// Moves a pending request on, handing back its sender. A request that ended without
+/// the host's answer (timeout, gone) keeps its data if the host has seen the handle: the
+/// host's next answer attempt releases it. One the host never saw is freed at once.
 fn retire(id: u64, to_answered: bool, timed_out: bool) -> Result<Option<oneshot::Sender<Answer>>> {
     let (shard_no, index, generation) = split(id).ok_or_else(|| invalid(id))?;
     let mut shard = TABLE.shards[shard_no].lock();
@@ -131,7 +143,8 @@ fn retire(id: u64, to_answered: bool, timed_out: bool) -> Result<Option<oneshot:
     };
     let old = std::mem::replace(&mut slot.state, State::Answered);
     let (result, reusable) = match old {
-        State::Pending { tx, data } => {
+        State::Pending { tx, data, seen } => {
+            let data = if seen { data } else { None };
             let keeps_data = !to_answered && data.is_some();
             if !to_answered {
                 slot.state = if timed_out { State::TimedOut(data) } else { State::Gone(data) };
@@ -216,7 +229,7 @@ mod tests {
     use bytes::Bytes;
 
     fn ok() -> Answer {
-        Answer { status: 200, headers: http::HeaderMap::new(), body: Bytes::new() }
+        Answer::new(200, http::HeaderMap::new(), Bytes::new())
     }
 
     #[test]
@@ -255,7 +268,7 @@ mod tests {
             body: Bytes::new(),
             http_version: 11,
         }));
-        attach(id, data.clone());
+        attach(id, data.clone(), true);
         assert!(expire(id, false));
         assert_eq!(Arc::strong_count(&data), 2, "the registry still holds the data");
         assert!(!expire(id, true), "a second expiry changes nothing");
@@ -263,11 +276,38 @@ mod tests {
         assert_eq!(answer(id, ok()).unwrap_err().kind, ErrorKind::ClientGone);
         assert_eq!(Arc::strong_count(&data), 1, "the answer attempt released it");
         let (id2, _rx2) = begin(78);
-        attach(id2, data.clone());
+        attach(id2, data.clone(), true);
         assert!(expire(id2, true));
         purge_server(78);
         assert_eq!(Arc::strong_count(&data), 1, "stop released it");
         assert_eq!(answer(id2, ok()).unwrap_err().kind, ErrorKind::TimedOut);
+    }
+
+    #[test]
+    fn a_request_the_host_never_saw_is_freed_when_it_expires() {
+        let data = Arc::new(RequestData::new(crate::request::Parts {
+            id: 0,
+            method: "GET",
+            path: "/q",
+            query: "",
+            remote_addr: "127.0.0.1:1",
+            route: "/q",
+            headers: &http::HeaderMap::new(),
+            params: &[],
+            body: Bytes::from_static(b"queued body"),
+            http_version: 11,
+        }));
+        let (id, _rx) = begin(79);
+        attach(id, data.clone(), false);
+        assert_eq!(Arc::strong_count(&data), 2);
+        assert!(expire(id, true));
+        assert_eq!(Arc::strong_count(&data), 1, "expiry of an unseen request frees its data at once");
+        assert!(deliver(id).is_none(), "the queued job finds nothing to run");
+        let (id2, _rx2) = begin(79);
+        attach(id2, data.clone(), false);
+        assert!(deliver(id2).is_some());
+        assert!(expire(id2, false));
+        assert_eq!(Arc::strong_count(&data), 2, "once seen, the views live until the host's answer attempt");
     }
 
     #[test]

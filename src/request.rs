@@ -31,13 +31,23 @@ pub struct HeaderView {
 }
 
 /// Everything a handler usually needs, in one struct. All views are owned by the engine.
-/// They stay valid until the host's first `ember_request_respond*` call on this request
-/// (whatever it returns) or until the server stops, whichever comes first; also when the
-/// handler timeout or a departing client ended the request meanwhile. Always answer:
-/// that is also what releases an expired request's memory before stop.
+///
+/// They stay valid until an answer call on this request succeeds or reports that the
+/// request already ended (`EMBER_ERR_ALREADY_ANSWERED`, `EMBER_ERR_TIMED_OUT`,
+/// `EMBER_ERR_CLIENT_GONE`), or until the server stops, whichever comes first. A call
+/// refused for its own arguments (`EMBER_ERR_INVALID_ARG`, `EMBER_ERR_NULL`) changes
+/// nothing: the request still waits and the views stay valid, so the host can answer
+/// again. They also stay valid when the handler timeout or a departing client ended
+/// the request meanwhile: always answer, since that is also what releases an expired
+/// request's memory before stop.
+///
+/// Fields are only ever appended: `size` tells which exist in the library that filled
+/// the struct.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct RequestInfo {
+    /// `sizeof(ember_request_info)` of the library that filled it.
+    pub size: usize,
     /// The request's handle (same as the handler's `req` argument).
     pub id: u64,
     /// e.g. "GET".
@@ -67,6 +77,15 @@ pub struct Answer {
     pub status: u16,
     pub headers: HeaderMap,
     pub body: Bytes,
+    /// A Content-Length the host stated itself. Only an answer to HEAD uses it (the size
+    /// of what GET would send); otherwise the engine counts the body.
+    pub declared_len: Option<u64>,
+}
+
+impl Answer {
+    pub fn new(status: u16, headers: HeaderMap, body: Bytes) -> Answer {
+        Answer { status, headers, body, declared_len: None }
+    }
 }
 
 /// Owned request contents. The views in `info` point into `text`, `body` and the two
@@ -77,6 +96,9 @@ pub struct RequestData {
     headers: Vec<HeaderView>,
     params: Vec<HeaderView>,
     info: RequestInfo,
+    /// Gives the body's bytes back to the connection's budget when the data is freed.
+    _budget: Option<crate::connstate::BodyBudget>,
+    _held: Option<crate::stats::Held>,
 }
 
 // SAFETY: the raw pointers only point into this struct's own immutable heap blocks.
@@ -136,6 +158,7 @@ impl RequestData {
             p.params.iter().map(|(k, v)| HeaderView { name: t.push(k.as_bytes()), value: t.push(v.as_bytes()) }).collect();
         let text = t.0;
         let info = RequestInfo {
+            size: std::mem::size_of::<RequestInfo>(),
             id: p.id,
             method,
             path,
@@ -149,7 +172,13 @@ impl RequestData {
             param_count: params.len(),
             http_version: p.http_version,
         };
-        RequestData { _text: text, body: p.body, headers, params, info }
+        RequestData { _text: text, body: p.body, headers, params, info, _budget: None, _held: None }
+    }
+
+    pub(crate) fn with_accounting(mut self, budget: crate::connstate::BodyBudget, held: crate::stats::Held) -> RequestData {
+        self._budget = Some(budget);
+        self._held = Some(held);
+        self
     }
 
     pub fn info(&self) -> &RequestInfo {
@@ -160,15 +189,18 @@ impl RequestData {
         &self.body
     }
 
+    /// Private on purpose: a `StrView`'s fields are public, so only views this struct
+    /// made itself may be read through it.
     fn slice(&self, v: StrView) -> &[u8] {
         if v.len == 0 {
             return &[];
         }
-        // SAFETY: every view in this struct points into memory this struct owns.
+        // SAFETY: callers pass only views taken from this struct's own `info`, `headers`
+        // or `params`, which point into memory this struct owns.
         unsafe { std::slice::from_raw_parts(v.ptr.cast(), v.len) }
     }
 
-    pub fn str(&self, v: StrView) -> &str {
+    fn str(&self, v: StrView) -> &str {
         std::str::from_utf8(self.slice(v)).unwrap_or("")
     }
 
@@ -203,5 +235,15 @@ impl RequestData {
 
     pub fn param(&self, name: &str) -> Option<&str> {
         self.param_view(name).map(|v| self.str(v))
+    }
+
+    /// The headers in arrival order: lower-case name, raw value.
+    pub fn headers(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        self.headers.iter().map(|h| (self.slice(h.name), self.slice(h.value)))
+    }
+
+    /// The route parameters, percent-decoded.
+    pub fn params(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.params.iter().map(|h| (self.str(h.name), self.str(h.value)))
     }
 }

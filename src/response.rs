@@ -10,6 +10,13 @@ use http::HeaderMap;
 /// Parses "Name: value" lines separated by CRLF or LF. Content-Length and
 /// Transfer-Encoding are the engine's business and are dropped.
 pub fn parse_header_block(block: &[u8]) -> Result<HeaderMap> {
+    parse_head(block).map(|(map, _)| map)
+}
+
+/// Like `parse_header_block`, also returning the Content-Length the host stated (an
+/// answer to HEAD may state the size of what GET would send).
+pub fn parse_head(block: &[u8]) -> Result<(HeaderMap, Option<u64>)> {
+    let mut declared = None;
     let mut map = HeaderMap::new();
     for raw in block.split(|b| *b == b'\n') {
         let line = raw.strip_suffix(b"\r").unwrap_or(raw);
@@ -20,12 +27,17 @@ pub fn parse_header_block(block: &[u8]) -> Result<HeaderMap> {
         let name = HeaderName::from_bytes(&line[..colon]).map_err(|_| bad_line(line, "has an invalid name"))?;
         let value = trim(&line[colon + 1..]);
         let value = HeaderValue::from_bytes(value).map_err(|_| bad_line(line, "has an invalid value"))?;
-        if name == CONTENT_LENGTH || name == TRANSFER_ENCODING {
+        if name == CONTENT_LENGTH {
+            let n = value.to_str().ok().and_then(|v| v.parse::<u64>().ok());
+            declared = Some(n.ok_or_else(|| bad_line(line, "is not a length"))?);
+            continue;
+        }
+        if name == TRANSFER_ENCODING {
             continue;
         }
         map.append(name, value);
     }
-    Ok(map)
+    Ok((map, declared))
 }
 
 fn trim(mut v: &[u8]) -> &[u8] {
@@ -42,18 +54,24 @@ fn bad_line(line: &[u8], why: &str) -> Error {
     Error::new(ErrorKind::InvalidArg, format!("response header line {:?} {why}", String::from_utf8_lossy(line)))
 }
 
-/// Validates a host-chosen status: a final status, 200..=999 (1xx cannot end a request).
+/// Validates the status of a host's answer: a final status, 200..=999. A 1xx cannot end
+/// a request: 101 comes from the engine when it accepts a WebSocket, and hyper has no
+/// way to send an interim 103 from a server.
 pub fn check_status(status: u16) -> Result<()> {
-    if (200..=999).contains(&status) {
-        Ok(())
-    } else {
-        Err(Error::new(ErrorKind::InvalidArg, format!("status {status} is not a final HTTP status (200-999)")))
+    match status {
+        200..=999 => Ok(()),
+        100..=199 => Err(Error::new(
+            ErrorKind::InvalidArg,
+            format!("status {status} is informational (1xx) and cannot end a request; answer with 200-999"),
+        )),
+        _ => Err(Error::new(ErrorKind::InvalidArg, format!("status {status} is not an HTTP status (200-999)"))),
     }
 }
 
 pub fn answer(status: u16, header_block: &[u8], body: Bytes) -> Result<Answer> {
     check_status(status)?;
-    Ok(Answer { status, headers: parse_header_block(header_block)?, body })
+    let (headers, declared_len) = parse_head(header_block)?;
+    Ok(Answer { status, headers, body, declared_len })
 }
 
 /// A short plain-text answer the engine gives on its own (404, 413, 503 ...).
@@ -64,7 +82,7 @@ pub fn canned(status: u16, close: bool) -> Answer {
         headers.insert(CONNECTION, HeaderValue::from_static("close"));
     }
     let reason = http::StatusCode::from_u16(status).ok().and_then(|s| s.canonical_reason()).unwrap_or("Error");
-    Answer { status, headers, body: Bytes::from(format!("{status} {reason}\n")) }
+    Answer::new(status, headers, Bytes::from(format!("{status} {reason}\n")))
 }
 
 #[cfg(test)]
@@ -86,6 +104,14 @@ mod tests {
         assert!(e.message.contains("NoColon"));
         assert!(parse_header_block(b"Bad Name: x\r\n").is_err());
         assert!(parse_header_block(b"X: a\x00b\r\n").is_err());
+    }
+
+    #[test]
+    fn a_stated_content_length_is_kept_aside_and_a_bad_one_refused() {
+        let (m, n) = parse_head(b"Content-Length: 1234\r\nX: y\r\n").unwrap();
+        assert_eq!(n, Some(1234));
+        assert!(m.get("content-length").is_none());
+        assert!(parse_head(b"Content-Length: lots\r\n").is_err());
     }
 
     #[test]

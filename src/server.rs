@@ -1,11 +1,13 @@
 //! Server lifecycle: configure → start → stop → (free). Several servers may live in one
 //! process; each owns its tokio runtime and callback pool.
 
-use crate::config::{Config, Dispatch, Limits};
-use crate::conn;
-use crate::dispatch::{Hooks, Job, Pool};
+use crate::config::{Config, Dispatch, Limits, Listen};
+use crate::dispatch::{Hooks, Pool};
+use crate::engine::{Run, Target};
 use crate::error::{Error, ErrorKind, Result};
-use crate::handler::{self, Handler};
+use crate::handler::Handler;
+use crate::inside;
+use crate::listener;
 use crate::log::Logger;
 use crate::router::Router;
 use crate::stats::{Counters, Stats};
@@ -18,25 +20,6 @@ use std::time::{Duration, Instant};
 use tokio::sync::{watch, Semaphore};
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
-
-/// Where a request's callback runs.
-pub(crate) enum Target {
-    Inline,
-    Pool(crossbeam_channel::Sender<Job>),
-}
-
-/// What every connection of one started server shares. Dropping the last one drops
-/// the router, which runs each registration's release callback.
-pub(crate) struct Run {
-    pub server_id: u64,
-    pub router: Router,
-    pub limits: Limits,
-    pub target: Target,
-    pub counters: Arc<Counters>,
-    pub log: Logger,
-    pub http1: hyper::server::conn::http1::Builder,
-    pub http2: hyper::server::conn::http2::Builder<hyper_util::rt::TokioExecutor>,
-}
 
 enum Phase {
     Configuring { config: Config, router: Router, hooks: Hooks },
@@ -88,10 +71,15 @@ impl Server {
     }
 
     pub fn listen(&self, address: &str) -> Result<()> {
+        self.listen_with(address, false)
+    }
+
+    /// `reuse_port`: SO_REUSEPORT, so that several processes can listen on one port.
+    pub fn listen_with(&self, address: &str, reuse_port: bool) -> Result<()> {
         let addr: SocketAddr = address.trim().parse().map_err(|_| {
             Error::new(ErrorKind::InvalidArg, format!("{address:?} is not an address like \"127.0.0.1:8080\" or \"[::1]:0\""))
         })?;
-        self.configure(|c, _, _| Ok(c.listen.push(addr)))
+        self.configure(|c, _, _| Ok(c.listen.push(Listen { addr, reuse_port })))
     }
 
     pub fn set_workers(&self, workers: usize) -> Result<()> {
@@ -153,77 +141,67 @@ impl Server {
         if config.listen.is_empty() {
             return Err(Error::new(ErrorKind::State, "start: no listen address; call listen first"));
         }
-        let (listeners, ports) = bind_all(&config.listen)?;
+        let (listeners, ports) = listener::bind_all(&config.listen)?;
         crate::signals::ignore_sigpipe_if_default();
         let Phase::Configuring { config, router, hooks } = std::mem::replace(&mut *phase, Phase::Stopped) else {
             unreachable!()
         };
-        match self.launch(config, router, hooks, listeners) {
-            Ok(running) => {
-                *self.ports.lock() = ports;
-                *phase = Phase::Running(Box::new(running));
-                Ok(())
-            }
-            Err(e) => Err(e),
-        }
+        let running = self.launch(config, router, hooks, listeners)?;
+        let log = running.run.log.clone();
+        *self.ports.lock() = ports;
+        *phase = Phase::Running(Box::new(running));
+        // Host callbacks never run under the phase lock: a log callback may call stop.
+        drop(phase);
+        log.info(&format!("server {} started", self.id));
+        Ok(())
     }
 
     fn launch(&self, config: Config, router: Router, hooks: Hooks, listeners: Vec<std::net::TcpListener>) -> Result<Running> {
         let log = self.logger();
         let runtime_error = |e: std::io::Error| Error::new(ErrorKind::Runtime, format!("start: cannot create threads: {e}"));
         let (start_hook, stop_hook) = (hooks.clone(), hooks.clone());
+        let id = self.id;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(config.worker_threads())
             .thread_name("ember-io")
             .enable_all()
-            .on_thread_start(move || start_hook.start())
+            .on_thread_start(move || {
+                inside::mark_engine_thread(id);
+                start_hook.start()
+            })
             .on_thread_stop(move || stop_hook.stop())
             .build()
             .map_err(runtime_error)?;
+        let limits = config.limits.clone();
         let (pool, target) = match config.dispatch {
             Dispatch::Inline => (None, Target::Inline),
             Dispatch::Pool => {
-                let (pool, tx) = Pool::start(config.pool_size(), self.id, hooks, log.clone()).map_err(runtime_error)?;
+                let (pool, tx) = Pool::start(config.pool_size(), limits.max_queued, self.id, hooks, log.clone()).map_err(runtime_error)?;
                 (Some(pool), Target::Pool(tx))
             }
         };
-        let limits = config.limits.clone();
-        let mut http1 = hyper::server::conn::http1::Builder::new();
-        // pipeline_flush stays off: with it hyper 1.12 drops its automatic 400/431 answers.
-        http1
-            .keep_alive(true)
-            .header_read_timeout(None)
-            .max_buf_size(limits.max_header_bytes.max(8192) * 2)
-            .max_header_size(limits.max_header_bytes)
-            .max_headers(limits.max_headers);
-        let mut http2 = conn::http2_builder();
-        http2.max_header_list_size(limits.max_header_bytes as u32);
-        let run = Arc::new(Run {
-            server_id: self.id,
-            router,
-            limits: limits.clone(),
-            target,
-            counters: self.counters.clone(),
-            log: log.clone(),
-            http1,
-            http2,
-        });
+        let run = Arc::new(Run::new(self.id, router, limits.clone(), target, self.counters.clone(), log.clone()));
         let (shutdown, shutdown_rx) = watch::channel(false);
         let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
         for std_listener in listeners {
             let _enter = runtime.enter();
             let listener = tokio::net::TcpListener::from_std(std_listener).map_err(runtime_error)?;
-            runtime.spawn(accept_loop(listener, run.clone(), shutdown_rx.clone(), slots.clone()));
+            runtime.spawn(listener::accept_loop(listener, run.clone(), shutdown_rx.clone(), slots.clone()));
         }
-        log.info(&format!("server {} started", self.id));
         Ok(Running { runtime, pool, run, shutdown })
     }
 
     /// Graceful stop: stop accepting, let in-flight requests finish, close idle
-    /// connections, force-close the rest at `timeout`. Idempotent. From inside one of
-    /// this server's handlers it only starts the shutdown (see `wait`).
+    /// connections, force-close the rest at `timeout`. Idempotent. From any of this
+    /// server's own threads or callbacks (a handler, a log line, a release callback, a
+    /// thread hook) it only starts the shutdown and returns (see `wait`).
     pub fn stop(self: &Arc<Self>, timeout: Duration) -> Result<()> {
-        if handler::in_handler_of(self.id) {
+        if inside::inside(self.id) {
+            // Blocking here could wait for this very thread. A stop already under way
+            // (this may be its own release callback) needs nothing more.
+            if !matches!(*self.phase.lock(), Phase::Running(_) | Phase::Configuring { .. }) {
+                return Ok(());
+            }
             let me = self.clone();
             std::thread::Builder::new()
                 .name("ember-stop".into())
@@ -240,7 +218,10 @@ impl Server {
         match std::mem::replace(&mut *phase, Phase::Stopping) {
             Phase::Running(running) => {
                 drop(phase);
-                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.shut_down(*running, timeout)));
+                // Release and log callbacks run on this thread during the shutdown.
+                let outcome = inside::within(self.id, || {
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.shut_down(*running, timeout)))
+                });
                 *self.phase.lock() = Phase::Stopped;
                 self.ports.lock().clear();
                 self.stopped.notify_all();
@@ -251,7 +232,7 @@ impl Server {
             Phase::Configuring { router, .. } => {
                 *phase = Phase::Stopped;
                 drop(phase);
-                drop(router);
+                inside::within(self.id, || drop(router));
                 self.stopped.notify_all();
             }
             Phase::Stopping => {
@@ -294,8 +275,11 @@ impl Server {
             if matches!(*phase, Phase::Stopped) {
                 return Ok(());
             }
-            if handler::in_handler_of(self.id) {
-                return Err(Error::new(ErrorKind::State, "wait: cannot wait for a server from inside its own handler"));
+            if inside::inside(self.id) {
+                return Err(Error::new(
+                    ErrorKind::State,
+                    "wait: cannot wait for a server from one of its own threads or callbacks (handler, log, release, thread hook)",
+                ));
             }
             match deadline {
                 None => self.stopped.wait(&mut phase),
@@ -312,8 +296,10 @@ impl Server {
         matches!(*self.phase.lock(), Phase::Running(_))
     }
 
-    pub(crate) fn id(&self) -> u64 {
-        self.id
+    /// True on this server's own threads and inside its callbacks, where blocking on it
+    /// (wait, free) could wait for the very thread asking.
+    pub fn is_inside(&self) -> bool {
+        inside::inside(self.id)
     }
 }
 
@@ -343,68 +329,5 @@ fn drop_runtime(runtime: tokio::runtime::Runtime) {
                 rt.shutdown_background();
             }
         }
-    }
-}
-
-fn bind_all(addrs: &[SocketAddr]) -> Result<(Vec<std::net::TcpListener>, Vec<u16>)> {
-    let mut listeners = Vec::new();
-    let mut ports = Vec::new();
-    for addr in addrs {
-        let l = bind(*addr).map_err(|e| Error::new(ErrorKind::Bind, format!("cannot listen on {addr}: {e}")))?;
-        ports.push(l.local_addr().map(|a| a.port()).unwrap_or(0));
-        listeners.push(l);
-    }
-    Ok((listeners, ports))
-}
-
-fn bind(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
-    use socket2::{Domain, Protocol, Socket, Type};
-    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
-    socket.set_reuse_address(true)?;
-    if addr.is_ipv6() {
-        socket.set_only_v6(true)?;
-    }
-    socket.set_nonblocking(true)?;
-    socket.bind(&addr.into())?;
-    socket.listen(1024)?;
-    Ok(socket.into())
-}
-
-async fn accept_loop(listener: tokio::net::TcpListener, run: Arc<Run>, mut shutdown: watch::Receiver<bool>, slots: Arc<Semaphore>) {
-    loop {
-        let permit = tokio::select! {
-            p = slots.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
-            _ = shutdown.changed() => return,
-        };
-        let accepted = tokio::select! {
-            r = listener.accept() => r,
-            _ = shutdown.changed() => return,
-        };
-        match accepted {
-            Ok((stream, remote)) => {
-                let _ = stream.set_nodelay(true);
-                let (run, shutdown) = (run.clone(), shutdown.clone());
-                run.counters.total_connections.fetch_add(1, Relaxed);
-                run.counters.active_connections.fetch_add(1, Relaxed);
-                tokio::spawn(async move {
-                    let _open = OpenConnection(run.clone(), permit);
-                    conn::serve(stream, remote, run, shutdown).await;
-                });
-            }
-            Err(e) => {
-                // Out of file descriptors and the like: back off instead of spinning.
-                run.log.warn(&format!("accept failed: {e}"));
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        }
-    }
-}
-
-/// Holds a connection slot (the permit) and the open-connection count while alive.
-struct OpenConnection(Arc<Run>, #[allow(dead_code)] tokio::sync::OwnedSemaphorePermit);
-
-impl Drop for OpenConnection {
-    fn drop(&mut self) {
-        self.0.counters.active_connections.fetch_sub(1, Relaxed);
     }
 }

@@ -24,6 +24,24 @@ pub(crate) fn write<T>(p: *mut T, what: &str, value: T) -> Result<()> {
     Ok(())
 }
 
+/// Writes the first `size` bytes of a struct whose first field is its own `size_t size`
+/// (so callers built against an older, shorter struct are safe); `size` must cover at
+/// least that field.
+pub(crate) fn write_sized<T: Copy>(p: *mut T, size: usize, what: &str, value: T) -> Result<()> {
+    if p.is_null() {
+        return Err(null(what));
+    }
+    let full = std::mem::size_of::<T>();
+    if size < std::mem::size_of::<usize>() {
+        return Err(Error::new(ErrorKind::InvalidArg, format!("{what}: size {size} is too small (this library fills {full} bytes)")));
+    }
+    let n = size.min(full);
+    // SAFETY: the host promises `size` writable bytes at `p`; we write at most that many,
+    // from a value of ours that has `full` ≥ `n` bytes.
+    unsafe { std::ptr::copy_nonoverlapping((&value as *const T).cast::<u8>(), p.cast::<u8>(), n) };
+    Ok(())
+}
+
 /// A NUL-terminated UTF-8 string argument.
 pub(crate) fn c_str<'a>(p: *const c_char, what: &str) -> Result<&'a str> {
     if p.is_null() {

@@ -1,6 +1,6 @@
 //! The panic boundary every exported function runs inside.
 
-use super::errors::set_last_error;
+use super::errors::{code, set_last_error};
 use super::types::ember_result;
 use crate::error::{Error, ErrorKind, Result};
 
@@ -23,7 +23,7 @@ pub(crate) fn guard_value<T>(fallback: T, f: impl FnOnce() -> T) -> T {
 }
 
 fn fail(e: Error) -> ember_result {
-    let code = e.kind.code();
+    let rc = code(e.kind);
     set_last_error(e.message);
-    code
+    rc
 }

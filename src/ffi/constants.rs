@@ -2,8 +2,11 @@
 
 use super::types::ember_result;
 
-/// The ABI version; bumped only when functions are added (nothing is ever removed).
-pub const EMBER_ABI_VERSION: u32 = 1;
+/// The ABI version; bumped when functions are added (nothing is ever removed).
+/// 2: `ember_request_info` and `ember_stats` start with their size, `ember_request_get_info`
+/// and `ember_server_stats` take the caller's struct size, `ember_server_listen_flags`,
+/// limits 8-11.
+pub const EMBER_ABI_VERSION: u32 = 2;
 
 /// Success.
 pub const EMBER_OK: ember_result = 0;
@@ -53,6 +56,19 @@ pub const EMBER_LIMIT_IDLE_TIMEOUT_MS: i32 = 5;
 pub const EMBER_LIMIT_MAX_CONNECTIONS: i32 = 6;
 /// Time for the host to answer, in ms (default 30000) → 503. 0 = off.
 pub const EMBER_LIMIT_HANDLER_TIMEOUT_MS: i32 = 7;
+/// Minimum average request body rate in bytes/s once the grace period has passed
+/// (default 240, as Kestrel) → 408 and close. 0 = off.
+pub const EMBER_LIMIT_MIN_BODY_RATE: i32 = 8;
+/// Grace period before the body rate is checked, in ms (default 5000).
+pub const EMBER_LIMIT_BODY_RATE_GRACE_MS: i32 = 9;
+/// Requests waiting for a pool thread at most (default 4096) → 503 with Retry-After.
+pub const EMBER_LIMIT_MAX_QUEUED: i32 = 10;
+/// Request body bytes one connection may hold buffered across its HTTP/2 streams
+/// (default 64 MiB, never less than the body limit) → 503 and close.
+pub const EMBER_LIMIT_MAX_CONN_BODY_BYTES: i32 = 11;
+
+/// `ember_server_listen_flags`: SO_REUSEPORT, several processes share the port.
+pub const EMBER_LISTEN_REUSE_PORT: u32 = 1;
 
 pub const EMBER_LOG_ERROR: i32 = 1;
 pub const EMBER_LOG_WARN: i32 = 2;

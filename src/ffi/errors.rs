@@ -1,7 +1,8 @@
 //! The last error message of each thread, and names for result codes.
 
 use super::boundary::guard_value;
-use super::constants::{EMBER_ERR_BUFFER_TOO_SMALL, EMBER_ERR_NULL, EMBER_ERR_PANIC, EMBER_OK};
+use super::constants::*;
+use crate::error::ErrorKind;
 use super::types::ember_result;
 use std::cell::RefCell;
 use std::ffi::CString;
@@ -58,28 +59,46 @@ pub unsafe extern "C" fn ember_last_error_copy(buf: *mut c_char, cap: usize, out
     })
 }
 
+/// Lists every result code once: the number comes from `constants.rs` (the only place
+/// numbers are written), the name from the constant's own identifier.
+macro_rules! result_codes {
+    ($($kind:ident => $code:ident),* $(,)?) => {
+        /// The result code of an engine error kind.
+        pub(crate) fn code(kind: ErrorKind) -> ember_result {
+            match kind { $(ErrorKind::$kind => $code,)* }
+        }
+
+        fn name_of(code: ember_result) -> &'static [u8] {
+            match code {
+                EMBER_OK => b"EMBER_OK\0",
+                $($code => concat!(stringify!($code), "\0").as_bytes(),)*
+                _ => b"EMBER_ERR_UNKNOWN\0",
+            }
+        }
+    };
+}
+
+result_codes! {
+    Null => EMBER_ERR_NULL,
+    InvalidArg => EMBER_ERR_INVALID_ARG,
+    State => EMBER_ERR_STATE,
+    Bind => EMBER_ERR_BIND,
+    Route => EMBER_ERR_ROUTE,
+    AlreadyAnswered => EMBER_ERR_ALREADY_ANSWERED,
+    TimedOut => EMBER_ERR_TIMED_OUT,
+    ClientGone => EMBER_ERR_CLIENT_GONE,
+    InvalidHandle => EMBER_ERR_INVALID_HANDLE,
+    NotFound => EMBER_ERR_NOT_FOUND,
+    BufferTooSmall => EMBER_ERR_BUFFER_TOO_SMALL,
+    Panic => EMBER_ERR_PANIC,
+    Runtime => EMBER_ERR_RUNTIME,
+}
+
 /// A stable name for a result code ("EMBER_OK", "EMBER_ERR_NULL", ...;
 /// "EMBER_ERR_UNKNOWN" for numbers this version does not know). Static; do not free.
 #[no_mangle]
 pub extern "C" fn ember_result_name(code: ember_result) -> *const c_char {
-    let name: &'static [u8] = match code {
-        0 => b"EMBER_OK\0",
-        -1 => b"EMBER_ERR_NULL\0",
-        -2 => b"EMBER_ERR_INVALID_ARG\0",
-        -3 => b"EMBER_ERR_STATE\0",
-        -4 => b"EMBER_ERR_BIND\0",
-        -5 => b"EMBER_ERR_ROUTE\0",
-        -6 => b"EMBER_ERR_ALREADY_ANSWERED\0",
-        -7 => b"EMBER_ERR_TIMED_OUT\0",
-        -8 => b"EMBER_ERR_CLIENT_GONE\0",
-        -9 => b"EMBER_ERR_INVALID_HANDLE\0",
-        -10 => b"EMBER_ERR_NOT_FOUND\0",
-        -11 => b"EMBER_ERR_BUFFER_TOO_SMALL\0",
-        -12 => b"EMBER_ERR_PANIC\0",
-        -13 => b"EMBER_ERR_RUNTIME\0",
-        _ => b"EMBER_ERR_UNKNOWN\0",
-    };
-    name.as_ptr().cast()
+    name_of(code).as_ptr().cast()
 }
 
 /// The library version, e.g. "0.1.0". Static; do not free.

@@ -12,15 +12,19 @@ use bytes::Bytes;
 use std::os::raw::{c_char, c_void};
 
 /// Copies the request's info struct (the same one the handler received) into
-/// `*out_info`. Its views are owned by the engine and valid until the request is answered.
+/// `*out_info`. Its views are owned by the engine, valid as `ember_request_info` says.
+///
+/// `info_size` is `sizeof(ember_request_info)` as the caller knows it: at most that many
+/// bytes are written, so a program built against an older header stays safe when fields
+/// are appended. `out_info->size` tells how many the library filled.
 #[no_mangle]
-pub unsafe extern "C" fn ember_request_get_info(req: ember_request, out_info: *mut RequestInfo) -> ember_result {
+pub unsafe extern "C" fn ember_request_get_info(req: ember_request, out_info: *mut RequestInfo, info_size: usize) -> ember_result {
     guard(|| {
         if out_info.is_null() {
             return Err(args::null("out_info"));
         }
         let data = registry::data(req)?;
-        args::write(out_info, "out_info", *data.info())
+        args::write_sized(out_info, info_size, "out_info", *data.info())
     })
 }
 

@@ -46,8 +46,9 @@ pub unsafe extern "C" fn ember_server_new(out_server: *mut *mut ember_server) ->
 /// closed), runs every pending release callback, and frees it. NULL is fine (no-op).
 ///
 /// Ownership: `server` is consumed and must not be used afterwards. Returns
-/// `EMBER_ERR_STATE` (and frees nothing) when called from inside one of this server's
-/// own handlers: stop it there, and free it from another thread.
+/// `EMBER_ERR_STATE` (and frees nothing) when called from one of this server's own
+/// threads or callbacks (a handler, a log, release or thread-hook callback): stop it
+/// there, and free it from another thread.
 #[no_mangle]
 pub unsafe extern "C" fn ember_server_free(server: *mut ember_server) -> ember_result {
     guard(|| {
@@ -55,8 +56,11 @@ pub unsafe extern "C" fn ember_server_free(server: *mut ember_server) -> ember_r
             return Ok(());
         }
         let s = &unsafe { &*server }.server;
-        if crate::handler::in_handler_of(s.id()) {
-            return Err(Error::new(ErrorKind::State, "ember_server_free: called from inside this server's own handler"));
+        if s.is_inside() {
+            return Err(Error::new(
+                ErrorKind::State,
+                "ember_server_free: called from one of this server's own threads or callbacks; stop it there and free it from another thread",
+            ));
         }
         s.stop(Duration::ZERO)?;
         s.wait(None)?;
@@ -72,6 +76,22 @@ pub unsafe extern "C" fn ember_server_free(server: *mut ember_server) -> ember_r
 #[no_mangle]
 pub unsafe extern "C" fn ember_server_listen(server: *mut ember_server, address: *const c_char) -> ember_result {
     guard(|| get(server)?.listen(c_str(address, "address")?))
+}
+
+/// Like `ember_server_listen`, with `EMBER_LISTEN_*` flags (0 = none):
+/// `EMBER_LISTEN_REUSE_PORT` sets SO_REUSEPORT so several processes (or servers) listen on
+/// one port and the kernel spreads connections among them (`EMBER_ERR_BIND` at start where
+/// the system lacks it). Unknown flags are `EMBER_ERR_INVALID_ARG`. Before start only.
+#[no_mangle]
+pub unsafe extern "C" fn ember_server_listen_flags(server: *mut ember_server, address: *const c_char, flags: u32) -> ember_result {
+    guard(|| {
+        let s = get(server)?;
+        let address = c_str(address, "address")?;
+        if flags & !EMBER_LISTEN_REUSE_PORT != 0 {
+            return Err(Error::new(ErrorKind::InvalidArg, format!("listen flags {flags:#x} include unknown bits")));
+        }
+        s.listen_with(address, flags & EMBER_LISTEN_REUSE_PORT != 0)
+    })
 }
 
 /// Number of I/O worker threads (0 = one per core, the default). Before start only.
@@ -134,6 +154,16 @@ pub unsafe extern "C" fn ember_server_set_limit(server: *mut ember_server, limit
                 s.set_limits(|l| Ok(l.max_connections = v))
             }
             EMBER_LIMIT_HANDLER_TIMEOUT_MS => s.set_limits(|l| Ok(l.handler_timeout = ms)),
+            EMBER_LIMIT_MIN_BODY_RATE => s.set_limits(|l| Ok(l.min_body_rate = value)),
+            EMBER_LIMIT_BODY_RATE_GRACE_MS => s.set_limits(|l| Ok(l.body_rate_grace = ms)),
+            EMBER_LIMIT_MAX_QUEUED => {
+                let v = small(positive("max queued requests", 1)?);
+                s.set_limits(|l| Ok(l.max_queued = v))
+            }
+            EMBER_LIMIT_MAX_CONN_BODY_BYTES => {
+                let v = positive("max connection body bytes", 1)?;
+                s.set_limits(|l| Ok(l.max_conn_body_bytes = v))
+            }
             _ => Err(Error::new(ErrorKind::InvalidArg, format!("limit {limit} is unknown"))),
         }
     })
@@ -271,10 +301,14 @@ pub unsafe extern "C" fn ember_server_wait(server: *mut ember_server, timeout_ms
 }
 
 /// Copies the server's counters into `*out_stats`. Any time, any thread.
+///
+/// `stats_size` is `sizeof(ember_stats)` as the caller knows it: at most that many bytes
+/// are written, so a program built against an older header stays safe when fields are
+/// appended. `out_stats->size` tells how many the library filled.
 #[no_mangle]
-pub unsafe extern "C" fn ember_server_stats(server: *const ember_server, out_stats: *mut Stats) -> ember_result {
+pub unsafe extern "C" fn ember_server_stats(server: *const ember_server, out_stats: *mut Stats, stats_size: usize) -> ember_result {
     guard(|| {
         let s = get(server)?;
-        args::write(out_stats, "out_stats", s.stats())
+        args::write_sized(out_stats, stats_size, "out_stats", s.stats())
     })
 }

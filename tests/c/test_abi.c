@@ -81,8 +81,8 @@ static void test_null_arguments(void) {
     CHECK_RC(ember_server_port(s, 0, NULL), EMBER_ERR_NULL);
     CHECK_RC(ember_server_stop(NULL, 0), EMBER_ERR_NULL);
     CHECK_RC(ember_server_wait(NULL, 0), EMBER_ERR_NULL);
-    CHECK_RC(ember_server_stats(NULL, &st), EMBER_ERR_NULL);
-    CHECK_RC(ember_server_stats(s, NULL), EMBER_ERR_NULL);
+    CHECK_RC(ember_server_stats(NULL, &st, sizeof(ember_stats)), EMBER_ERR_NULL);
+    CHECK_RC(ember_server_stats(s, NULL, sizeof(ember_stats)), EMBER_ERR_NULL);
     /* NULL where it means "none" is fine. */
     CHECK_RC(ember_server_route(s, NULL, "/any", handler_ok, NULL, NULL), EMBER_OK);
     CHECK_RC(ember_server_set_thread_hooks(s, NULL, NULL, NULL), EMBER_OK);
@@ -156,7 +156,7 @@ static void test_garbage_handles(void) {
     for (i = 0; i < sizeof garbage / sizeof garbage[0]; i++) {
         CHECK_RC(ember_request_respond(garbage[i], 200, NULL, 0, "x", 1), EMBER_ERR_INVALID_HANDLE);
         CHECK_RC(ember_request_respond_nocopy(garbage[i], 200, NULL, 0, "x", 1, NULL, NULL), EMBER_ERR_INVALID_HANDLE);
-        CHECK_RC(ember_request_get_info(garbage[i], &info), EMBER_ERR_INVALID_HANDLE);
+        CHECK_RC(ember_request_get_info(garbage[i], &info, sizeof(ember_request_info)), EMBER_ERR_INVALID_HANDLE);
         CHECK_RC(ember_request_header(garbage[i], "host", &v), EMBER_ERR_INVALID_HANDLE);
         CHECK_RC(ember_request_param(garbage[i], "id", &v), EMBER_ERR_INVALID_HANDLE);
     }

@@ -121,7 +121,7 @@ static void fail500(void *ud, ember_request req, const ember_request_info *info)
 static int stats_settled(ember_server *s, ember_stats *st) {
     uint64_t end = now_ms() + 2000;
     do {
-        if (ember_server_stats(s, st) != EMBER_OK) return 0;
+        if (ember_server_stats(s, st, sizeof(ember_stats)) != EMBER_OK) return 0;
         if (st->responses_2xx == 5 && st->responses_4xx == 2 && st->responses_5xx == 1 && st->active_connections == 0)
             return 1;
         sleep_ms(10);
@@ -137,7 +137,7 @@ static void test_stats(void) {
     int i;
     CHECK_RC(ember_server_route(s, "GET", "/", hello, NULL, NULL), EMBER_OK);
     CHECK_RC(ember_server_route(s, "GET", "/fail", fail500, NULL, NULL), EMBER_OK);
-    CHECK_RC(ember_server_stats(s, &st), EMBER_OK); /* before start: all zero */
+    CHECK_RC(ember_server_stats(s, &st, sizeof(ember_stats)), EMBER_OK); /* before start: all zero */
     CHECK(st.requests == 0 && st.total_connections == 0);
     port = start_server(s);
     for (i = 0; i < 8; i++) {

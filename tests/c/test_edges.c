@@ -31,7 +31,7 @@ static void use_after_answer(void *ud, ember_request req, const ember_request_in
     e.nul_rc = ember_request_respond(req, 200, nul_header, sizeof nul_header - 1, NULL, 0);
     ember_request_respond(req, 200, NULL, 0, "done", 4);
     /* The views die with the answer, so the lookups must refuse now. */
-    e.info_after = ember_request_get_info(req, &again);
+    e.info_after = ember_request_get_info(req, &again, sizeof(ember_request_info));
     e.header_after = ember_request_header(req, "host", &v);
     atomic_inc(&e.calls);
 }
@@ -251,7 +251,7 @@ static void test_concurrent_stops(void) {
     port = start_server(shared);
     for (i = 0; i < 4; i++) bg_get_start(&g[i], port, "/");
     CHECK(wait_for(&held_count, 4, 3000));
-    CHECK_RC(ember_server_stats(shared, &st), EMBER_OK);
+    CHECK_RC(ember_server_stats(shared, &st, sizeof(ember_stats)), EMBER_OK);
     CHECK(st.active_requests == 4);
     for (i = 0; i < 2; i++) CHECK(pthread_create(&t[i], NULL, stop_thread, &ids[i]) == 0);
     sleep_ms(50);

@@ -71,7 +71,7 @@ static void check_settled(ember_server *s, int requests) {
     ember_stats st;
     uint64_t end = now_ms() + 2000;
     do {
-        CHECK_RC(ember_server_stats(s, &st), EMBER_OK);
+        CHECK_RC(ember_server_stats(s, &st, sizeof(ember_stats)), EMBER_OK);
         if (st.active_requests == 0 && st.active_connections == 0) break;
         sleep_ms(10);
     } while (now_ms() < end);

@@ -56,10 +56,10 @@ static void inspect(void *ud, ember_request req, const ember_request_info *info)
     if (ember_request_header(req, "X-Test", &v) == EMBER_OK) copy_view(seen.xtest_mixed, sizeof seen.xtest_mixed, v);
     seen.missing_header = ember_request_header(req, "x-absent", &v);
     seen.missing_param = ember_request_param(req, "nope", &v);
-    seen.same_info = ember_request_get_info(req, &again) == EMBER_OK && again.id == req && info->id == req &&
+    seen.same_info = ember_request_get_info(req, &again, sizeof(ember_request_info)) == EMBER_OK && again.id == req && info->id == req &&
                      again.path.ptr == info->path.ptr && again.header_count == info->header_count;
     /* NULL where a pointer is required, with a live handle. */
-    seen.null_rc[0] = ember_request_get_info(req, NULL);
+    seen.null_rc[0] = ember_request_get_info(req, NULL, sizeof(ember_request_info));
     seen.null_rc[1] = ember_request_header(req, NULL, &v);
     seen.null_rc[2] = ember_request_header(req, "x-test", NULL);
     seen.null_rc[3] = ember_request_param(req, NULL, &v);

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from rawh2 import DATA, END_STREAM, HEADERS, PREFACE, RST_STREAM, H2Conn, body_of, frame, status_of
+from rawh2 import DATA, END_STREAM, HEADERS, PREFACE, RST_STREAM, H2Conn, body_of, frame, literal, status_of
 
 HELLO = b'{"code": 1, "msg": "Hello WebAPI"}'
 
@@ -201,3 +201,43 @@ def test_http2_stream_reset_before_deferred_answer_does_not_hurt_server(app):
     with H2Conn(app.port) as h2:
         h2.request(1, "GET", "/")
         assert body_of(h2.read_streams([1])[1]) == HELLO
+
+
+def test_http2_header_block_that_never_finishes_is_ended(app):
+    # HEADERS without END_HEADERS, then a CONTINUATION frame announcing 1000 bytes that
+    # arrive one every 300 ms: the header timeout (1000 ms) applies, however busy the client
+    # looks. (Many small CONTINUATION frames would trip the HTTP/2 stack's own frame limit.)
+    with H2Conn(app.port, timeout=10) as h2:
+        block = literal(b":method", b"GET") + b"\x86" + literal(b":path", b"/")
+        h2.sock.sendall(frame(HEADERS, 0, 1, block) + frame(9, 0, 1, b"\x86" * 1000)[:9])
+        t0 = time.monotonic()
+        ended = False
+        while time.monotonic() - t0 < 8.0:
+            try:
+                h2.sock.sendall(b"\x86")
+            except OSError:
+                ended = True
+                break
+            h2.sock.settimeout(0.3)
+            try:
+                data = h2.sock.recv(65536)
+            except socket.timeout:
+                continue
+            except OSError:
+                ended = True
+                break
+            if data == b"":
+                ended = True
+                break
+        elapsed = time.monotonic() - t0
+    assert ended, "an unfinished HTTP/2 header block held the connection for %.1f s" % elapsed
+    assert elapsed <= 4.0, "ended after %.1f s; the header timeout is 1000 ms" % elapsed
+
+
+def test_http2_request_with_more_headers_than_the_limit_gets_431(app):
+    # The limit is 100 headers, as on HTTP/1.1.
+    with H2Conn(app.port) as h2:
+        h2.request(1, "GET", "/", headers=[("x-h%d" % i, "1") for i in range(120)])
+        assert status_of(h2.read_streams([1])[1]) == 431
+        h2.request(3, "GET", "/")
+        assert status_of(h2.read_streams([3])[3]) == 200, "the connection still serves"

@@ -135,3 +135,29 @@ def test_slow_body_upload_is_not_cut_by_the_header_timeout(app):
             c.send(p)
         r = c.read_response()
     assert r.status == 200 and r.body == b"".join(parts), r
+
+
+def test_body_trickled_below_the_minimum_rate_gets_408_and_close(app):
+    # Content-Length 1000, then one byte every 500 ms: 2 bytes/s is far below the engine's
+    # minimum body rate (240 bytes/s once the 5 s grace has passed).
+    with RawConn(app.port, timeout=12) as c:
+        c.send(b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Type: text/plain\r\nContent-Length: 1000\r\n\r\n")
+        t0 = time.monotonic()
+        answered = None
+        while time.monotonic() - t0 < 10.0:
+            try:
+                c.send(b"a")
+            except OSError:
+                break
+            c.sock.settimeout(0.5)
+            try:
+                chunk = c.sock.recv(65536)
+            except OSError:
+                continue
+            answered = chunk
+            break
+        elapsed = time.monotonic() - t0
+    assert answered is not None and answered.startswith(b"HTTP/1.1 408"), \
+        "no 408 for a trickled body after %.1f s (got %r)" % (elapsed, answered)
+    assert b"connection: close" in answered.lower(), answered
+    assert 4.5 <= elapsed <= 8.0, "408 after %.1f s; the grace period is 5 s" % elapsed

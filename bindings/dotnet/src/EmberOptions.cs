@@ -128,5 +128,9 @@ namespace Ember
         public long ActiveRequests { get; internal set; }
         public long BytesRead { get; internal set; }
         public long BytesWritten { get; internal set; }
+        /// <summary>Answers with a status of 600-999.</summary>
+        public long ResponsesOther { get; internal set; }
+        /// <summary>Requests whose data the engine keeps for the host (unanswered, or expired and not yet acknowledged).</summary>
+        public long HeldRequests { get; internal set; }
     }
 }

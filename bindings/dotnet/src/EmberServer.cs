@@ -1,5 +1,6 @@
 using System;
 using System.Collections.Generic;
+using System.Runtime.InteropServices;
 using System.Threading;
 using System.Threading.Tasks;
 using Ember.Interop;
@@ -251,7 +252,7 @@ namespace Ember
             EmberStatsNative s;
             try
             {
-                Native.Check(NativeMethods.ember_server_stats(inst.Handle, out s), "ember_server_stats");
+                Native.Check(NativeMethods.ember_server_stats(inst.Handle, out s, (UIntPtr)Marshal.SizeOf(typeof(EmberStatsNative))), "ember_server_stats");
             }
             catch (ObjectDisposedException) { return null; }
             return new EmberStats
@@ -267,6 +268,8 @@ namespace Ember
                 ActiveRequests = (long)s.ActiveRequests,
                 BytesRead = (long)s.BytesRead,
                 BytesWritten = (long)s.BytesWritten,
+                ResponsesOther = (long)s.ResponsesOther,
+                HeldRequests = (long)s.HeldRequests,
             };
         }
 

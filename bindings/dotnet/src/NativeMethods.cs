@@ -28,6 +28,7 @@ namespace Ember.Interop
     [StructLayout(LayoutKind.Sequential)]
     internal unsafe struct EmberRequestInfo
     {
+        public UIntPtr Size;
         public ulong Id;
         public EmberStr Method;
         public EmberStr Path;
@@ -46,6 +47,7 @@ namespace Ember.Interop
     [StructLayout(LayoutKind.Sequential)]
     internal struct EmberStatsNative
     {
+        public UIntPtr Size;
         public ulong Requests;
         public ulong Responses1xx;
         public ulong Responses2xx;
@@ -57,6 +59,8 @@ namespace Ember.Interop
         public ulong ActiveRequests;
         public ulong BytesRead;
         public ulong BytesWritten;
+        public ulong ResponsesOther;
+        public ulong HeldRequests;
     }
 
     [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
@@ -151,10 +155,10 @@ namespace Ember.Interop
         internal static extern int ember_server_wait(EmberServerHandle server, uint timeoutMs);
 
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
-        internal static extern int ember_server_stats(EmberServerHandle server, out EmberStatsNative stats);
+        internal static extern int ember_server_stats(EmberServerHandle server, out EmberStatsNative stats, UIntPtr statsSize);
 
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
-        internal static extern int ember_request_get_info(ulong req, out EmberRequestInfo info);
+        internal static extern int ember_request_get_info(ulong req, out EmberRequestInfo info, UIntPtr infoSize);
 
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern int ember_request_header(ulong req, byte[] name, out EmberStr value);

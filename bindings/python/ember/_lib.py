@@ -115,6 +115,7 @@ class Server(Structure):
 # reading a field is one descriptor access and does not build a nested Structure object.
 class RequestInfo(Structure):
     _fields_ = [
+        ("size", c_size_t),
         ("id", c_uint64),
         ("method_ptr", c_void_p), ("method_len", c_size_t),
         ("path_ptr", c_void_p), ("path_len", c_size_t),
@@ -140,12 +141,12 @@ class Str(Structure):
 
 
 class Stats(Structure):
-    _fields_ = [
+    _fields_ = [("size", c_size_t)] + [
         (name, c_uint64)
         for name in (
             "requests", "responses_1xx", "responses_2xx", "responses_3xx", "responses_4xx",
             "responses_5xx", "active_connections", "total_connections", "active_requests",
-            "bytes_read", "bytes_written",
+            "bytes_read", "bytes_written", "responses_other", "held_requests",
         )
     ]
 
@@ -167,6 +168,7 @@ _PROTOTYPES = {
     "ember_server_new": (c_int32, [POINTER(_server_p)]),
     "ember_server_free": (c_int32, [_server_p]),
     "ember_server_listen": (c_int32, [_server_p, c_char_p]),
+    "ember_server_listen_flags": (c_int32, [_server_p, c_char_p, c_uint32]),
     "ember_server_set_workers": (c_int32, [_server_p, c_uint32]),
     "ember_server_set_dispatch": (c_int32, [_server_p, c_int32]),
     "ember_server_set_pool_threads": (c_int32, [_server_p, c_uint32]),
@@ -178,9 +180,9 @@ _PROTOTYPES = {
     "ember_server_port": (c_int32, [_server_p, c_size_t, POINTER(c_uint16)]),
     "ember_server_stop": (c_int32, [_server_p, c_uint32]),
     "ember_server_wait": (c_int32, [_server_p, c_uint32]),
-    "ember_server_stats": (c_int32, [_server_p, POINTER(Stats)]),
+    "ember_server_stats": (c_int32, [_server_p, POINTER(Stats), c_size_t]),
     "ember_last_error_copy": (c_int32, [c_char_p, c_size_t, POINTER(c_size_t)]),
-    "ember_request_get_info": (c_int32, [c_uint64, POINTER(RequestInfo)]),
+    "ember_request_get_info": (c_int32, [c_uint64, POINTER(RequestInfo), c_size_t]),
     "ember_request_header": (c_int32, [c_uint64, c_char_p, POINTER(Str)]),
     "ember_request_param": (c_int32, [c_uint64, c_char_p, POINTER(Str)]),
     "ember_request_respond": (c_int32, [c_uint64, c_uint16, c_char_p, c_size_t, c_char_p, c_size_t]),
@@ -193,7 +195,7 @@ for _name, (_restype, _argtypes) in _PROTOTYPES.items():
     try:
         _fn = getattr(lib, _name)
     except AttributeError as e:
-        raise ImportError(f"ember: {lib._name} lacks {_name}; is it an Ember build of ABI 1?") from e
+        raise ImportError(f"ember: {lib._name} lacks {_name}; is it an Ember build of ABI 2 or later?") from e
     _fn.restype = _restype
     _fn.argtypes = _argtypes
 

@@ -20,7 +20,8 @@ from ._lib import string_at
 
 # ember_request_info in native layout: id, six (ptr, len) views, headers (ptr, count),
 # params (ptr, count), http_version. One string_at + one unpack reads all of it.
-_INFO = struct.Struct("@QPNPNPNPNPNPNPNPNI")
+# ember_request_info: size, id, six (ptr, len) views, headers (ptr, count), params, http_version.
+_INFO = struct.Struct("@NQPNPNPNPNPNPNPNPNI")
 _PAIR = struct.Struct("@PNPN")  # ember_header: name (ptr, len), value (ptr, len)
 
 _HTTP_VERSIONS = {10: "1.0", 11: "1.1", 20: "2"}
@@ -121,10 +122,10 @@ class Request:
         return f
 
     def _view(self, i: int) -> bytes:
-        # Views are fields 1..12 as (ptr, len) pairs; i is the pair number (0 = method).
+        # Views are fields 2..13 as (ptr, len) pairs; i is the pair number (0 = method).
         f = self._fields()
-        n = f[2 + 2 * i]
-        return string_at(f[1 + 2 * i], n) if n else b""
+        n = f[3 + 2 * i]
+        return string_at(f[2 + 2 * i], n) if n else b""
 
     def _detach(self) -> None:
         """Copies everything out of the engine's memory; the struct is not read again."""
@@ -190,7 +191,7 @@ class Request:
     def raw_headers(self) -> list[tuple[bytes, bytes]]:
         if self._raw_headers is None:
             f = self._fields()
-            self._raw_headers = _pairs(f[13], f[14])
+            self._raw_headers = _pairs(f[14], f[15])
         return self._raw_headers
 
     @property
@@ -202,7 +203,7 @@ class Request:
     def _params_raw(self) -> list[tuple[bytes, bytes]]:
         if self._raw_params is None:
             f = self._fields()
-            self._raw_params = _pairs(f[15], f[16])
+            self._raw_params = _pairs(f[16], f[17])
         return self._raw_params
 
     @property
@@ -213,7 +214,7 @@ class Request:
 
     @property
     def http_version(self) -> str:
-        v = self._fields()[17]
+        v = self._fields()[18]
         return _HTTP_VERSIONS.get(v, str(v))
 
     @property

@@ -572,10 +572,10 @@ class Server:
             raise RuntimeError("ember: server not running")
         try:
             s = _lib.Stats()
-            check(L.ember_server_stats(native.ptr, byref(s)), "ember_server_stats")
+            check(L.ember_server_stats(native.ptr, byref(s), ctypes.sizeof(s)), "ember_server_stats")
         finally:
             native.leave()
-        return {name: getattr(s, name) for name, _ in _lib.Stats._fields_}
+        return {name: getattr(s, name) for name, _ in _lib.Stats._fields_ if name != "size"}
 
     def __enter__(self) -> "Server":
         return self

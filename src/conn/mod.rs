@@ -1,0 +1,126 @@
+//! One accepted connection: protocol detection, hyper, and a watchdog that closes the
+//! gaps plain hyper leaves (a silent client held forever, no 408 on a slow header, no
+//! idle keep-alive timeout, a peer that never reads its answer).
+
+mod io;
+mod rawsock;
+mod sniff;
+mod watchdog;
+
+use crate::connstate::ConnState;
+use crate::engine::Run;
+use crate::service;
+use hyper_util::rt::TokioIo;
+use io::Watched;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+use tokio::sync::{watch, Notify};
+use watchdog::{check, tick, Clock, Verdict};
+
+/// After asking an idle HTTP/2 connection to finish (GOAWAY), how long it gets.
+const POLITE_GRACE: Duration = Duration::from_secs(1);
+
+/// Serves one TCP connection until it closes, the watchdog ends it, or the runtime stops.
+pub(crate) async fn serve(stream: TcpStream, remote: SocketAddr, run: Arc<Run>, shutdown: watch::Receiver<bool>) {
+    let state = ConnState::new(remote.to_string());
+    let raw = rawsock::raw_of(&stream);
+    let polite = Arc::new(Notify::new());
+    let mut clock = Clock::new();
+    let last_word = {
+        let work = drive_tcp(stream, state.clone(), run.clone(), shutdown, polite.clone());
+        tokio::pin!(work);
+        let sleep = tokio::time::sleep(Duration::from_secs(3600));
+        tokio::pin!(sleep);
+        let mut asked = false;
+        loop {
+            if state.write_blocked.load(Relaxed) {
+                // Writes stall for a long while when the kernel's send buffer is large and
+                // only wakes the writer once a third of it drains; the queue shrinking is
+                // the peer reading, and that is progress.
+                if let Some(queued) = rawsock::unsent(raw) {
+                    if clock.note_unsent(queued) {
+                        state.events.fetch_add(1, Relaxed);
+                    }
+                }
+            }
+            match check(&state, &mut clock, &run.limits) {
+                Verdict::Wait(ms) => {
+                    let ms = ms.min(tick(&run.limits));
+                    sleep.as_mut().reset(tokio::time::Instant::now() + Duration::from_millis(ms));
+                }
+                Verdict::Idle if state.is_h2.load(Relaxed) && !asked => {
+                    asked = true;
+                    polite.notify_one();
+                    sleep.as_mut().reset(tokio::time::Instant::now() + POLITE_GRACE);
+                }
+                Verdict::Idle | Verdict::Close => break None,
+                // Taken while hyper still owns the socket; used once hyper is dropped.
+                Verdict::Timeout408 => break rawsock::duplicate(raw).ok(),
+            }
+            tokio::select! {
+                _ = &mut work => break None,
+                // Asked to finish and did not within the grace: done asking.
+                _ = &mut sleep => if asked { break None },
+            }
+        }
+    };
+    if let Some(sock) = last_word {
+        run.counters.status(408);
+        rawsock::send_408(sock).await;
+    }
+}
+
+async fn drive_tcp(stream: TcpStream, state: Arc<ConnState>, run: Arc<Run>, shutdown: watch::Receiver<bool>, polite: Arc<Notify>) {
+    let is_h2 = match sniff::is_h2(&stream, &state).await {
+        Ok(Some(h2)) => h2,
+        _ => return,
+    };
+    drive(stream, is_h2, state, run, shutdown, polite).await
+}
+
+/// Runs hyper over any byte stream whose protocol is known.
+pub(crate) async fn drive<S>(stream: S, is_h2: bool, state: Arc<ConnState>, run: Arc<Run>, mut shutdown: watch::Receiver<bool>, polite: Arc<Notify>)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    state.is_h2.store(is_h2, Relaxed);
+    let io = TokioIo::new(Watched::new(stream, is_h2, state.clone(), run.counters.clone()));
+    let svc = {
+        let (run, state) = (run.clone(), state.clone());
+        hyper::service::service_fn(move |req| service::handle(run.clone(), state.clone(), req))
+    };
+    if is_h2 {
+        let conn = run.http2.serve_connection(io, svc);
+        tokio::pin!(conn);
+        until_done(conn.as_mut(), &mut shutdown, &polite, |c| c.graceful_shutdown()).await;
+    } else {
+        let conn = run.http1.serve_connection(io, svc);
+        tokio::pin!(conn);
+        until_done(conn.as_mut(), &mut shutdown, &polite, |c| c.graceful_shutdown()).await;
+    }
+}
+
+/// Polls a connection to the end, asking it to finish gracefully when the server stops
+/// or the watchdog finds it idle.
+async fn until_done<F: std::future::Future>(
+    mut conn: Pin<&mut F>,
+    shutdown: &mut watch::Receiver<bool>,
+    polite: &Notify,
+    graceful: impl Fn(Pin<&mut F>),
+) {
+    if *shutdown.borrow() {
+        graceful(conn.as_mut());
+    } else {
+        tokio::select! {
+            _ = conn.as_mut() => return,
+            _ = shutdown.changed() => graceful(conn.as_mut()),
+            _ = polite.notified() => graceful(conn.as_mut()),
+        }
+    }
+    conn.await;
+}

@@ -1,0 +1,107 @@
+//! Decides, from the connection's counters and flags, when a connection has waited too
+//! long: a request head that does not finish (408), an idle keep-alive connection, a
+//! peer that stopped reading what we send.
+
+use crate::config::Limits;
+use crate::connstate::ConnState;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Instant;
+
+static EPOCH: once_cell::sync::Lazy<Instant> = once_cell::sync::Lazy::new(Instant::now);
+
+fn now_ms() -> u64 {
+    EPOCH.elapsed().as_millis() as u64 + 1
+}
+
+/// The watchdog's own view of time for one connection.
+pub(crate) struct Clock {
+    events: u64,
+    requests: u64,
+    last_activity: u64,
+    head_since: Option<u64>,
+    unsent: u32,
+}
+
+impl Clock {
+    pub fn new() -> Clock {
+        Clock { events: 0, requests: 0, last_activity: now_ms(), head_since: None, unsent: 0 }
+    }
+
+    /// Notes the bytes waiting in the socket's send queue; true if that changed.
+    pub fn note_unsent(&mut self, queued: u32) -> bool {
+        std::mem::replace(&mut self.unsent, queued) != queued
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// Look again in this many ms.
+    Wait(u64),
+    /// Nothing is in progress: let the protocol end it politely (HTTP/2 GOAWAY).
+    Idle,
+    /// Cut it now.
+    Close,
+    /// An HTTP/1 request head did not arrive in time.
+    Timeout408,
+}
+
+/// How often the watchdog looks even when nothing is due: state changes (a request
+/// ends, bytes arrive) do not wake it.
+pub(crate) fn tick(limits: &Limits) -> u64 {
+    let shortest = [limits.header_timeout, limits.idle_timeout]
+        .iter()
+        .filter(|d| !d.is_zero())
+        .map(|d| d.as_millis() as u64)
+        .min()
+        .unwrap_or(4000);
+    (shortest / 4).clamp(25, 1000)
+}
+
+pub(crate) fn check(state: &ConnState, clock: &mut Clock, limits: &Limits) -> Verdict {
+    let (header_ms, idle_ms) = (limits.header_timeout.as_millis() as u64, limits.idle_timeout.as_millis() as u64);
+    let now = now_ms();
+    let events = state.events.load(Relaxed);
+    if events != clock.events {
+        clock.events = events;
+        clock.last_activity = now;
+    }
+    let requests = state.requests.load(Relaxed);
+    if requests != clock.requests {
+        // A request started since the last look: any head seen pending then is done.
+        clock.requests = requests;
+        clock.head_since = None;
+    }
+    if state.write_blocked.load(Relaxed) {
+        // Answer bytes wait for a peer that does not read them. Progress of any kind
+        // counts as activity; none for the idle timeout cuts the connection.
+        clock.head_since = None;
+        if idle_ms == 0 {
+            return Verdict::Wait(3_600_000);
+        }
+        let due = clock.last_activity + idle_ms;
+        return if now >= due { Verdict::Close } else { Verdict::Wait(due - now) };
+    }
+    if state.in_flight.load(Relaxed) > 0 {
+        // A handler or a streamed answer is at work; the handler timeout and the body
+        // rate limit look after those.
+        clock.head_since = None;
+        return Verdict::Wait(idle_ms.max(1000));
+    }
+    if state.head_pending.load(Relaxed) && header_ms > 0 {
+        let due = *clock.head_since.get_or_insert(now) + header_ms;
+        if now < due {
+            return Verdict::Wait(due - now);
+        }
+        // HTTP/2 frames that start no request (a HEADERS block never finished, or
+        // anything else) get no 408: the connection is ended politely.
+        return if state.is_h2.load(Relaxed) { Verdict::Idle } else { Verdict::Timeout408 };
+    }
+    clock.head_since = None;
+    // A connection that never sent a byte gets the header timeout, not the idle one.
+    let limit = if !state.started.load(Relaxed) && header_ms > 0 { header_ms } else { idle_ms };
+    if limit == 0 {
+        return Verdict::Wait(3_600_000);
+    }
+    let due = clock.last_activity + limit;
+    if now >= due { Verdict::Idle } else { Verdict::Wait(due - now) }
+}

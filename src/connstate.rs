@@ -1,0 +1,158 @@
+//! What one connection knows about itself, shared by the connection driver, its
+//! watchdog and the request path. The hot path only bumps counters and flags; the
+//! watchdog reads the clock once per tick and turns the changes it sees into times, so
+//! no request pays for a clock read.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+pub(crate) struct ConnState {
+    pub remote: String,
+    pub is_h2: AtomicBool,
+    /// Requests started whose answer hyper has not finished taking (the guard lives in
+    /// the response body, so a long answer still being written counts).
+    pub(crate) in_flight: AtomicU32,
+    /// Bytes of a request head arrived and no request started from them yet.
+    pub(crate) head_pending: AtomicBool,
+    /// Bumped by every read or write that moved bytes and by every request start and end.
+    pub(crate) events: AtomicU64,
+    /// Bumped by every request start.
+    pub(crate) requests: AtomicU64,
+    pub(crate) started: AtomicBool,
+    /// The bytes read so far end where a request head ends (CRLF CRLF): nothing partial
+    /// can be waiting behind them in hyper's buffer.
+    pub(crate) at_boundary: AtomicBool,
+    /// The last write found the socket full: the peer is not reading what we send.
+    pub(crate) write_blocked: AtomicBool,
+    /// Request body bytes this connection holds buffered right now (all streams).
+    body_bytes: AtomicU64,
+}
+
+impl ConnState {
+    pub fn new(remote: String) -> Arc<ConnState> {
+        Arc::new(ConnState {
+            remote,
+            is_h2: AtomicBool::new(false),
+            in_flight: AtomicU32::new(0),
+            head_pending: AtomicBool::new(false),
+            events: AtomicU64::new(0),
+            requests: AtomicU64::new(0),
+            started: AtomicBool::new(false),
+            at_boundary: AtomicBool::new(true),
+            write_blocked: AtomicBool::new(false),
+            body_bytes: AtomicU64::new(0),
+        })
+    }
+
+    pub(crate) fn on_read(&self, n: usize) {
+        if n > 0 {
+            self.events.fetch_add(1, Relaxed);
+            if self.in_flight.load(Relaxed) == 0 {
+                self.head_pending.store(true, Relaxed);
+            }
+            self.started.store(true, Relaxed);
+        }
+    }
+
+    /// HTTP/2 reads: whether a head is pending comes from the frame boundaries, not from
+    /// whether a request is in flight (streams interleave).
+    pub(crate) fn h2_read(&self, n: usize, head_pending: bool) {
+        if n > 0 {
+            self.events.fetch_add(1, Relaxed);
+            self.started.store(true, Relaxed);
+        }
+        if self.head_pending.load(Relaxed) != head_pending {
+            self.head_pending.store(head_pending, Relaxed);
+        }
+    }
+
+    pub(crate) fn on_write(&self, moved: bool) {
+        if moved {
+            self.events.fetch_add(1, Relaxed);
+        }
+        // Only store on change: this runs on every write.
+        if self.write_blocked.load(Relaxed) == moved {
+            self.write_blocked.store(!moved, Relaxed);
+        }
+    }
+
+    /// Called when a request head is complete and handed to the service. The guard
+    /// must live until hyper has taken the whole answer.
+    pub fn request_started(self: &Arc<Self>, bodiless: bool) -> InFlight {
+        self.in_flight.fetch_add(1, Relaxed);
+        if !self.is_h2.load(Relaxed) {
+            self.head_pending.store(false, Relaxed);
+        }
+        self.requests.fetch_add(1, Relaxed);
+        self.events.fetch_add(1, Relaxed);
+        InFlight { conn: self.clone(), bodiless }
+    }
+
+    /// Reserves `n` bytes of the connection's body budget; false (nothing reserved) when
+    /// that would pass `limit`.
+    pub fn reserve_body(&self, n: u64, limit: u64) -> bool {
+        let mut now = self.body_bytes.load(Relaxed);
+        loop {
+            let next = now.saturating_add(n);
+            if next > limit {
+                return false;
+            }
+            match self.body_bytes.compare_exchange_weak(now, next, Relaxed, Relaxed) {
+                Ok(_) => return true,
+                Err(seen) => now = seen,
+            }
+        }
+    }
+
+    pub fn release_body(&self, n: u64) {
+        self.body_bytes.fetch_sub(n, Relaxed);
+    }
+}
+
+/// Marks one request as being handled until dropped.
+pub(crate) struct InFlight {
+    conn: Arc<ConnState>,
+    bodiless: bool,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let c = &self.conn;
+        c.events.fetch_add(1, Relaxed);
+        // Bytes read with a bodiless request that do not end at a head boundary are the
+        // start of a pipelined request: its header clock starts now.
+        if self.bodiless && !c.at_boundary.load(Relaxed) && !c.is_h2.load(Relaxed) {
+            c.head_pending.store(true, Relaxed);
+        }
+        c.in_flight.fetch_sub(1, Relaxed);
+    }
+}
+
+/// Body bytes held against a connection's budget, given back when the request's data
+/// is freed.
+pub(crate) struct BodyBudget {
+    conn: Arc<ConnState>,
+    bytes: u64,
+}
+
+impl BodyBudget {
+    pub fn new(conn: Arc<ConnState>) -> BodyBudget {
+        BodyBudget { conn, bytes: 0 }
+    }
+
+    pub fn take(&mut self, n: u64, limit: u64) -> bool {
+        let ok = self.conn.reserve_body(n, limit);
+        if ok {
+            self.bytes += n;
+        }
+        ok
+    }
+}
+
+impl Drop for BodyBudget {
+    fn drop(&mut self) {
+        if self.bytes > 0 {
+            self.conn.release_body(self.bytes);
+        }
+    }
+}

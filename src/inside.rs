@@ -1,0 +1,34 @@
+//! Which server's code the current thread is running, so that stop, wait and free can
+//! tell when they are called from a callback of the very server they act on (a handler,
+//! a log line, a release callback, a thread hook) and must not block on it.
+
+use std::cell::Cell;
+
+thread_local! {
+    /// The server whose engine thread (I/O worker or pool thread) this is, for its life.
+    static ENGINE_OF: Cell<u64> = const { Cell::new(0) };
+    /// The server whose callback this thread runs right now (0 = none).
+    static CURRENT: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Marks this thread as one of `server_id`'s engine threads until it exits.
+pub(crate) fn mark_engine_thread(server_id: u64) {
+    ENGINE_OF.with(|c| c.set(server_id));
+}
+
+/// True when blocking on `server_id` from here could wait for this very thread.
+pub(crate) fn inside(server_id: u64) -> bool {
+    server_id != 0 && (ENGINE_OF.with(|c| c.get()) == server_id || CURRENT.with(|c| c.get()) == server_id)
+}
+
+/// Runs `f` marked as running `server_id`'s code.
+pub(crate) fn within<T>(server_id: u64, f: impl FnOnce() -> T) -> T {
+    struct Restore(u64);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            CURRENT.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(CURRENT.with(|c| c.replace(server_id)));
+    f()
+}

@@ -1,0 +1,535 @@
+//! Regression tests for the defects found by reading the core (issue 13), each through a
+//! real socket or the C ABI.
+
+mod common;
+use common::*;
+use ember::{Dispatch, Request, Server};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const BIG: usize = 16 << 20;
+
+fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let t = Instant::now();
+    while t.elapsed() < limit {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    f()
+}
+
+/// A client socket with a small receive buffer, so that a large answer stays mostly on
+/// the server's side until it is read.
+fn small_window_client(port: u16) -> TcpStream {
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    sock.set_recv_buffer_size(16 * 1024).unwrap();
+    sock.connect(&std::net::SocketAddr::from(([127, 0, 0, 1], port)).into()).unwrap();
+    sock.into()
+}
+
+fn big_server(setup: impl FnOnce(&Server)) -> (Arc<Server>, u16) {
+    server(Dispatch::Inline, |s| {
+        let body = bytes::Bytes::from(vec![b'x'; BIG]);
+        s.route(Some(http::Method::GET), "/big", Arc::new(move |r: &Request| {
+            r.respond(200, b"", body.clone()).unwrap();
+        }))
+        .unwrap();
+        setup(s);
+    })
+}
+
+/// Reads one response head and then exactly `len` body bytes, checking each is `fill`.
+fn read_answer(c: &mut TcpStream, len: usize, fill: u8, pace: Option<Duration>) -> (String, usize) {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if c.read(&mut byte).unwrap_or(0) == 0 {
+            break;
+        }
+        head.push(byte[0]);
+    }
+    let mut got = 0;
+    let mut buf = vec![0u8; 64 * 1024];
+    while got < len {
+        let want = (len - got).min(buf.len());
+        let n = c.read(&mut buf[..want]).unwrap_or(0);
+        if n == 0 {
+            break;
+        }
+        assert!(buf[..n].iter().all(|b| *b == fill), "foreign bytes inside the body at offset {got}: {:?}", String::from_utf8_lossy(&buf[..n.min(80)]));
+        got += n;
+        if let Some(p) = pace {
+            std::thread::sleep(p);
+        }
+    }
+    (String::from_utf8_lossy(&head).into_owned(), got)
+}
+
+// 1. A request that expires while queued for the pool frees its data at once, and the
+//    pool's queue is bounded.
+
+#[test]
+fn requests_that_expire_in_the_pool_queue_free_their_data_at_once() {
+    let (gate_tx, gate_rx) = mpsc::channel::<()>();
+    let gate = Arc::new(Mutex::new(gate_rx));
+    let (s, port) = server(Dispatch::Pool, |s| {
+        s.set_pool_threads(1).unwrap();
+        s.set_limits(|l| Ok(l.handler_timeout = Duration::from_millis(300))).unwrap();
+        s.route(Some(http::Method::GET), "/block", Arc::new(move |r: &Request| {
+            let _ = gate.lock().unwrap().recv();
+            let _ = r.respond(200, b"", "late");
+        }))
+        .unwrap();
+        s.route(Some(http::Method::POST), "/q", Arc::new(|r: &Request| {
+            r.respond(200, b"", "ok").unwrap();
+        }))
+        .unwrap();
+    });
+    let blocker = std::thread::spawn(move || get(port, "/block"));
+    assert!(wait_until(Duration::from_secs(5), || s.stats().held_requests == 1));
+    let body = "b".repeat(64 * 1024);
+    let clients: Vec<_> = (0..20)
+        .map(|_| {
+            let req = format!("POST /q HTTP/1.1\r\nHost: t\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+            std::thread::spawn(move || exchange(port, req.as_bytes(), Duration::from_secs(5)))
+        })
+        .collect();
+    for c in clients {
+        let resp = c.join().unwrap();
+        assert!(resp.starts_with("HTTP/1.1 503"), "{resp:?}");
+    }
+    assert!(blocker.join().unwrap().starts_with("HTTP/1.1 503"));
+    // The blocked request's handler still holds its handle; the 20 it never saw are gone.
+    assert_eq!(s.stats().held_requests, 1, "queued requests kept their bodies after expiring");
+    gate_tx.send(()).unwrap();
+    assert!(wait_until(Duration::from_secs(5), || s.stats().held_requests == 0));
+}
+
+#[test]
+fn a_full_pool_queue_is_answered_503_at_once_not_at_the_handler_timeout() {
+    let (gate_tx, gate_rx) = mpsc::channel::<()>();
+    let gate = Arc::new(Mutex::new(gate_rx));
+    let (_s, port) = server(Dispatch::Pool, |s| {
+        s.set_pool_threads(1).unwrap();
+        s.set_limits(|l| {
+            l.max_queued = 2;
+            l.handler_timeout = Duration::from_secs(20);
+            Ok(())
+        })
+        .unwrap();
+        s.route(Some(http::Method::GET), "/block", Arc::new(move |r: &Request| {
+            let _ = gate.lock().unwrap().recv_timeout(Duration::from_secs(10));
+            let _ = r.respond(200, b"", "done");
+        }))
+        .unwrap();
+    });
+    let t = Instant::now();
+    let clients: Vec<_> = (0..6).map(|_| std::thread::spawn(move || get(port, "/block"))).collect();
+    std::thread::sleep(Duration::from_millis(500));
+    for _ in 0..6 {
+        let _ = gate_tx.send(());
+    }
+    let answers: Vec<String> = clients.into_iter().map(|c| c.join().unwrap()).collect();
+    let busy: Vec<_> = answers.iter().filter(|a| a.starts_with("HTTP/1.1 503")).collect();
+    assert!(busy.len() >= 3, "one runs, two queue, the rest are refused: {answers:?}");
+    assert!(busy.iter().all(|a| a.contains("retry-after: 1")), "{busy:?}");
+    assert!(t.elapsed() < Duration::from_secs(10), "refusals waited for the handler timeout");
+}
+
+// 2. The idle timer never cuts an answer still being written; a peer that never reads is.
+
+#[test]
+fn a_long_answer_to_a_slow_but_steady_reader_is_not_cut_by_the_idle_timeout() {
+    let (_s, port) = big_server(|s| {
+        s.set_limits(|l| Ok(l.idle_timeout = Duration::from_millis(500))).unwrap();
+    });
+    let mut c = small_window_client(port);
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    c.write_all(b"GET /big HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+    let t = Instant::now();
+    let (head, got) = read_answer(&mut c, BIG, b'x', Some(Duration::from_millis(10)));
+    assert!(head.starts_with("HTTP/1.1 200"), "{head:?}");
+    assert_eq!(got, BIG, "answer cut after {:?}", t.elapsed());
+    assert!(t.elapsed() > Duration::from_millis(1000), "the read was not slow enough to prove anything");
+}
+
+#[test]
+fn a_peer_that_never_reads_its_answer_is_cut_after_the_idle_timeout() {
+    let (s, port) = big_server(|s| {
+        s.set_limits(|l| Ok(l.idle_timeout = Duration::from_millis(500))).unwrap();
+    });
+    let mut c = small_window_client(port);
+    c.write_all(b"GET /big HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+    assert!(wait_until(Duration::from_secs(1), || s.stats().active_connections == 1));
+    assert!(wait_until(Duration::from_secs(5), || s.stats().active_connections == 0), "a stuck reader held its connection");
+}
+
+// 3. A trickled body gets 408; HTTP/2 header blocks are timed too.
+
+#[test]
+fn a_body_trickled_below_the_minimum_rate_gets_408_and_close() {
+    let (_s, port) = server(Dispatch::Inline, |s| {
+        s.set_limits(|l| {
+            l.body_rate_grace = Duration::from_millis(500);
+            l.idle_timeout = Duration::from_secs(30);
+            l.handler_timeout = Duration::from_secs(30);
+            Ok(())
+        })
+        .unwrap();
+        s.route(Some(http::Method::POST), "/up", Arc::new(|r: &Request| {
+            r.respond(200, b"", "got it").unwrap();
+        }))
+        .unwrap();
+    });
+    let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    c.write_all(b"POST /up HTTP/1.1\r\nHost: t\r\nContent-Length: 1000\r\n\r\n").unwrap();
+    let t = Instant::now();
+    let mut answer = Vec::new();
+    c.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+    while t.elapsed() < Duration::from_secs(6) {
+        if c.write_all(b"a").is_err() {
+            break;
+        }
+        let mut buf = [0u8; 1024];
+        match c.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => answer.extend_from_slice(&buf[..n]),
+            Err(_) => {}
+        }
+        if answer.ends_with(b"\n") && !answer.is_empty() {
+            break;
+        }
+    }
+    let text = String::from_utf8_lossy(&answer);
+    assert!(text.starts_with("HTTP/1.1 408"), "after {:?}: {text:?}", t.elapsed());
+    assert!(text.contains("connection: close"), "{text:?}");
+    assert!(t.elapsed() < Duration::from_secs(3), "took {:?}", t.elapsed());
+}
+
+fn h2_frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let n = payload.len();
+    let mut f = vec![(n >> 16) as u8, (n >> 8) as u8, n as u8, kind, flags];
+    f.extend_from_slice(&stream.to_be_bytes());
+    f.extend_from_slice(payload);
+    f
+}
+
+#[test]
+fn an_http2_header_block_trickled_forever_is_ended() {
+    let (_s, port) = server(Dispatch::Inline, |s| {
+        s.set_limits(|l| {
+            l.header_timeout = Duration::from_millis(300);
+            l.idle_timeout = Duration::from_secs(30);
+            Ok(())
+        })
+        .unwrap();
+    });
+    let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let mut start = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    start.extend(h2_frame(4, 0, 0, &[]));
+    // HEADERS for stream 1 without END_HEADERS (":method: GET", indexed 2), then the head
+    // of a CONTINUATION frame that announces 1000 bytes and gets one every 100 ms. (Many
+    // small CONTINUATION frames would trip h2's own frame-count limit; this does not.)
+    start.extend(h2_frame(1, 0x1, 1, &[0x82]));
+    start.extend(&h2_frame(9, 0, 1, &[0x84; 1000])[..9]);
+    c.write_all(&start).unwrap();
+    c.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+    let t = Instant::now();
+    let mut closed = false;
+    let mut buf = [0u8; 4096];
+    while t.elapsed() < Duration::from_secs(6) {
+        if c.write_all(&[0x84]).is_err() {
+            closed = true;
+            break;
+        }
+        match c.read(&mut buf) {
+            Ok(0) => {
+                closed = true;
+                break;
+            }
+            Err(e) if e.kind() != std::io::ErrorKind::WouldBlock && e.kind() != std::io::ErrorKind::TimedOut => {
+                closed = true;
+                break;
+            }
+            _ => {}
+        }
+    }
+    assert!(closed, "a never-finished HTTP/2 header block held the connection for {:?}", t.elapsed());
+    assert!(t.elapsed() < Duration::from_secs(4), "took {:?}", t.elapsed());
+}
+
+#[test]
+fn an_idle_http2_connection_waits_for_the_idle_timeout_not_the_header_timeout() {
+    let (_s, port) = server(Dispatch::Inline, |s| {
+        s.set_limits(|l| {
+            l.header_timeout = Duration::from_millis(300);
+            l.idle_timeout = Duration::from_millis(1500);
+            Ok(())
+        })
+        .unwrap();
+    });
+    let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let mut start = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    start.extend(h2_frame(4, 0, 0, &[]));
+    start.extend(h2_frame(8, 0, 0, &[0, 0, 0x10, 0])); // WINDOW_UPDATE, as clients send when idle
+    c.write_all(&start).unwrap();
+    let t = Instant::now();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut buf = [0u8; 4096];
+    while matches!(c.read(&mut buf), Ok(n) if n > 0) {}
+    let took = t.elapsed();
+    assert!(took >= Duration::from_millis(1200) && took < Duration::from_secs(4), "closed after {took:?}");
+}
+
+// 5. A 408 for a pipelined partial head is never written into another answer.
+
+#[test]
+fn a_pipelined_partial_head_never_gets_a_408_inside_another_answer() {
+    let (_s, port) = big_server(|s| {
+        s.set_limits(|l| {
+            l.header_timeout = Duration::from_millis(300);
+            l.idle_timeout = Duration::from_secs(10);
+            Ok(())
+        })
+        .unwrap();
+    });
+    let mut c = small_window_client(port);
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    c.write_all(b"GET /big HTTP/1.1\r\nHost: t\r\n\r\nGET /sec").unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let (head, got) = read_answer(&mut c, BIG, b'x', None);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head:?}");
+    assert_eq!(got, BIG);
+    let mut rest = Vec::new();
+    let _ = c.read_to_end(&mut rest);
+    let rest = String::from_utf8_lossy(&rest);
+    assert!(rest.starts_with("HTTP/1.1 408"), "after the whole answer the partial head gets its 408: {rest:?}");
+}
+
+// 6. stop from a log, release or thread-hook callback does not deadlock.
+
+#[test]
+fn stop_from_a_log_callback_on_an_engine_thread_does_not_deadlock() {
+    let holder: Arc<Mutex<Option<Arc<Server>>>> = Arc::new(Mutex::new(None));
+    let seen = holder.clone();
+    let s = Arc::new(Server::new());
+    s.listen("127.0.0.1:0").unwrap();
+    s.set_dispatch(Dispatch::Inline).unwrap();
+    s.set_limits(|l| Ok(l.handler_timeout = Duration::from_millis(100))).unwrap();
+    s.set_logger(ember::log::Logger::new(
+        Some(Arc::new(move |_level, msg: &str| {
+            if msg.contains("no answer within") {
+                if let Some(server) = seen.lock().unwrap().clone() {
+                    server.stop(Duration::from_secs(1)).unwrap();
+                }
+            }
+        })),
+        ember::log::Level::Info,
+    ))
+    .unwrap();
+    s.route(Some(http::Method::GET), "/never", Arc::new(|_: &Request| {})).unwrap();
+    s.start().unwrap();
+    *holder.lock().unwrap() = Some(s.clone());
+    let port = s.port(0).unwrap();
+    let resp = get(port, "/never");
+    assert!(resp.starts_with("HTTP/1.1 503"), "{resp:?}");
+    s.wait(Some(Duration::from_secs(5))).expect("the server stopped without a deadlock");
+    holder.lock().unwrap().take();
+}
+
+#[test]
+fn stop_from_a_thread_hook_or_a_release_callback_does_not_deadlock() {
+    struct StopOnDrop(Arc<Mutex<Option<Arc<Server>>>>, Arc<AtomicUsize>);
+    impl Drop for StopOnDrop {
+        fn drop(&mut self) {
+            if let Some(s) = self.0.lock().unwrap().clone() {
+                s.stop(Duration::from_secs(1)).unwrap();
+                assert!(s.wait(Some(Duration::from_millis(10))).is_err(), "wait from inside must refuse, not block");
+            }
+            self.1.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    let holder: Arc<Mutex<Option<Arc<Server>>>> = Arc::new(Mutex::new(None));
+    let hook_stops = Arc::new(AtomicUsize::new(0));
+    let released = Arc::new(AtomicUsize::new(0));
+    let s = Arc::new(Server::new());
+    s.listen("127.0.0.1:0").unwrap();
+    let (h, n) = (holder.clone(), hook_stops.clone());
+    s.set_hooks(ember::Hooks {
+        on_start: None,
+        on_stop: Some(Arc::new(move || {
+            if let Some(s) = h.lock().unwrap().clone() {
+                s.stop(Duration::from_secs(1)).unwrap();
+                n.fetch_add(1, Ordering::SeqCst);
+            }
+        })),
+    })
+    .unwrap();
+    let guard = StopOnDrop(holder.clone(), released.clone());
+    s.route(Some(http::Method::GET), "/", Arc::new(move |r: &Request| {
+        let _ = &guard;
+        r.respond(200, b"", "hi").unwrap();
+    }))
+    .unwrap();
+    s.start().unwrap();
+    *holder.lock().unwrap() = Some(s.clone());
+    assert!(get(s.port(0).unwrap(), "/").ends_with("hi"));
+    let (tx, rx) = mpsc::channel();
+    let stopper = s.clone();
+    std::thread::spawn(move || tx.send(stopper.stop(Duration::from_secs(1))).unwrap());
+    rx.recv_timeout(Duration::from_secs(10)).expect("stop deadlocked").unwrap();
+    assert_eq!(released.load(Ordering::SeqCst), 1, "the route was released exactly once");
+    assert!(hook_stops.load(Ordering::SeqCst) >= 1, "the thread hooks ran");
+    holder.lock().unwrap().take();
+}
+
+// 7. When the host was told its answer got through, the client gets it, not a 503.
+
+#[test]
+fn the_handler_timeout_never_overrules_an_answer_the_host_was_told_got_through() {
+    let outcomes: Arc<Mutex<Vec<(u64, i32)>>> = Arc::new(Mutex::new(Vec::new()));
+    let seen = outcomes.clone();
+    let body = Arc::new(vec![b'z'; 48 << 20]);
+    let (_s, port) = server(Dispatch::Pool, |s| {
+        s.set_limits(|l| Ok(l.handler_timeout = Duration::from_millis(50))).unwrap();
+        s.route(Some(http::Method::GET), "/race/{us}", Arc::new(move |r: &Request| {
+            let us: u64 = r.data().param("us").unwrap().parse().unwrap();
+            std::thread::sleep(Duration::from_micros(us));
+            // The copying answer claims first and copies 48 MiB after: a wide window for the timer.
+            let rc = unsafe { ember::ffi::request::ember_request_respond(r.id(), 200, std::ptr::null(), 0, body.as_ptr().cast(), body.len()) };
+            seen.lock().unwrap().push((us, rc));
+        }))
+        .unwrap();
+    });
+    let mut mismatches = Vec::new();
+    for i in 0..40u64 {
+        let us = 30_000 + i * 1_000;
+        let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        c.write_all(format!("GET /race/{us} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").as_bytes()).unwrap();
+        let mut head = [0u8; 12];
+        c.read_exact(&mut head).unwrap();
+        let status = String::from_utf8_lossy(&head[9..12]).into_owned();
+        drop(c);
+        assert!(wait_until(Duration::from_secs(5), || outcomes.lock().unwrap().iter().any(|(u, _)| *u == us)));
+        let rc = outcomes.lock().unwrap().iter().find(|(u, _)| *u == us).unwrap().1;
+        let consistent = (status == "200" && rc == 0) || (status == "503" && rc == ember::ffi::constants::EMBER_ERR_TIMED_OUT);
+        if !consistent {
+            mismatches.push((us, status, rc));
+        }
+    }
+    assert!(mismatches.is_empty(), "client status and the host's result disagree: {mismatches:?}");
+}
+
+// 8. An explicit HEAD route states its own Content-Length.
+
+#[test]
+fn an_explicit_head_route_may_state_the_length_of_what_get_would_send() {
+    let (_s, port) = server(Dispatch::Inline, |s| {
+        s.route(Some(http::Method::HEAD), "/file", Arc::new(|r: &Request| {
+            r.respond(200, b"Content-Length: 123456\r\nContent-Type: application/zip", "").unwrap();
+        }))
+        .unwrap();
+    });
+    let resp = exchange(port, b"HEAD /file HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", Duration::from_secs(3));
+    assert!(resp.starts_with("HTTP/1.1 200") && resp.contains("content-length: 123456"), "{resp:?}");
+    assert!(resp.ends_with("\r\n\r\n"), "no body on HEAD: {resp:?}");
+}
+
+// 9. HTTP/2 limits: header count, a header-list limit above u32, the connection's body budget.
+
+fn h2_client() -> reqwest::Client {
+    reqwest::Client::builder().http2_prior_knowledge().build().unwrap()
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+}
+
+#[test]
+fn http2_requests_with_too_many_headers_get_431() {
+    let (_s, port) = server(Dispatch::Inline, |s| {
+        s.set_limits(|l| Ok(l.max_headers = 20)).unwrap();
+    });
+    rt().block_on(async {
+        let client = h2_client();
+        let mut req = client.get(format!("http://127.0.0.1:{port}/"));
+        for i in 0..40 {
+            req = req.header(format!("x-h{i}"), "1");
+        }
+        assert_eq!(req.send().await.unwrap().status(), 431);
+        let ok = client.get(format!("http://127.0.0.1:{port}/")).send().await.unwrap();
+        assert_eq!(ok.status(), 200, "the connection still serves");
+    });
+}
+
+#[test]
+fn an_http2_header_list_limit_above_u32_is_not_cut_down_to_a_tiny_one() {
+    let (_s, port) = server(Dispatch::Inline, |s| {
+        s.set_limits(|l| Ok(l.max_header_bytes = (u32::MAX as usize) + 2048)).unwrap();
+    });
+    rt().block_on(async {
+        let resp = h2_client().get(format!("http://127.0.0.1:{port}/")).header("x-a", "b".repeat(4000)).send().await.unwrap();
+        assert_eq!(resp.status(), 200);
+    });
+}
+
+#[test]
+fn http2_bodies_buffered_on_one_connection_are_capped_together() {
+    let (gate_tx, gate_rx) = mpsc::channel::<()>();
+    let gate = Arc::new(Mutex::new(gate_rx));
+    let (s, port) = server(Dispatch::Pool, |s| {
+        s.set_limits(|l| {
+            l.max_body_bytes = 1 << 20;
+            l.max_conn_body_bytes = 1 << 20;
+            Ok(())
+        })
+        .unwrap();
+        s.route(Some(http::Method::POST), "/hold", Arc::new(move |r: &Request| {
+            let _ = gate.lock().unwrap().recv_timeout(Duration::from_secs(5));
+            r.respond(200, b"", r.data().body().len().to_string()).unwrap();
+        }))
+        .unwrap();
+    });
+    let statuses = rt().block_on(async {
+        let client = h2_client();
+        let url = format!("http://127.0.0.1:{port}/hold");
+        let first = tokio::spawn(client.post(&url).body(vec![1u8; 700 << 10]).send());
+        // Wait until the first body is buffered and handed to its (blocked) handler.
+        while s.stats().held_requests < 1 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let second = client.post(&url).body(vec![2u8; 700 << 10]).send().await.unwrap().status();
+        gate_tx.send(()).unwrap();
+        let first = first.await.unwrap().unwrap().status();
+        (first, second)
+    });
+    assert_eq!(statuses, (http::StatusCode::OK, http::StatusCode::SERVICE_UNAVAILABLE));
+}
+
+// 12. Statuses: 600-999 are not server errors; 1xx cannot end a request.
+
+#[test]
+fn statuses_above_599_are_counted_apart_and_1xx_answers_are_refused() {
+    let refused = Arc::new(Mutex::new(None));
+    let r2 = refused.clone();
+    let (s, port) = server(Dispatch::Inline, |s| {
+        s.route(Some(http::Method::GET), "/odd", Arc::new(move |r: &Request| {
+            *r2.lock().unwrap() = Some(r.respond(103, b"", "").unwrap_err().message);
+            r.respond(799, b"", "odd").unwrap();
+        }))
+        .unwrap();
+    });
+    let before = s.stats();
+    assert!(get(port, "/odd").starts_with("HTTP/1.1 799"));
+    let after = s.stats();
+    assert_eq!(after.responses_other - before.responses_other, 1);
+    assert_eq!(after.responses_5xx, before.responses_5xx);
+    let msg = refused.lock().unwrap().clone().unwrap();
+    assert!(msg.contains("informational"), "{msg}");
+}
