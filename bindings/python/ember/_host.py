@@ -11,6 +11,7 @@ from .response import _QUIET
 from .server import Server
 
 log = logging.getLogger("ember")
+access = logging.getLogger("ember.access")
 
 _respond = _lib.lib.ember_request_respond
 _ERROR_HEAD = b"Content-Type: text/plain; charset=utf-8\r\n"
@@ -40,10 +41,11 @@ class AppServer:
     (the C callback for every request) and may hook ``_startup``/``_shutdown``."""
 
     def __init__(self, host: str, port: int, *, dispatch: str, workers: int, pool_threads: int,
-                 reuse_port: bool, loop: Any = None, **limits: Any) -> None:
+                 reuse_port: bool, access_log: bool = False, loop: Any = None, **limits: Any) -> None:
         self.host = host
         self.port = port
         self.reuse_port = reuse_port
+        self.access_log = access_log
         self._server = Server(workers=workers, dispatch=dispatch, pool_threads=pool_threads, loop=loop, **limits)
         self._started = False
 

@@ -61,6 +61,8 @@ LOG_DEBUG = 4
 
 WAIT_FOREVER = 0xFFFFFFFF
 
+LISTEN_REUSE_PORT = 1
+
 
 def _library_name() -> str:
     if sys.platform == "darwin":

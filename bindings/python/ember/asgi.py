@@ -24,7 +24,7 @@ from typing import Any, Awaitable, Callable
 from urllib.parse import unquote as _unquote
 
 from . import _lib
-from ._host import AppServer, internal_error as _internal_error, refused as _refused
+from ._host import AppServer, access, internal_error as _internal_error, refused as _refused
 from ._loop import BorrowableLoop
 from ._wire import (HTTP_VERSIONS, I_BODY, I_HEADERS, I_METHOD, I_PATH, I_QUERY, I_REMOTE, I_VERSION,
                     INFO, MEM, METHODS, PAIR, AddrCache)
@@ -164,6 +164,22 @@ class _HTTPCycle:
             waiter.set_result(None)
 
 
+class _LoggedHTTPCycle(_HTTPCycle):
+    """With ``access_log``: a line per answer on the ``ember.access`` logger."""
+
+    __slots__ = ()
+
+    def _answer(self, body: Any) -> None:
+        n = sum(map(len, self.parts or ())) + len(body)
+        super()._answer(body)
+        scope = self.scope
+        client = scope["client"] or ("-", 0)
+        query = scope["query_string"]
+        access.info('%s:%d - "%s %s%s HTTP/%s" %d %d', client[0], client[1], scope["method"],
+                    scope["raw_path"].decode("latin-1"), "?" + query.decode("latin-1") if query else "",
+                    scope["http_version"], self.status, n)
+
+
 class _Lifespan:
     """The lifespan protocol: startup before the server listens, shutdown after it stopped."""
 
@@ -255,7 +271,7 @@ class ASGIServer(AppServer):
 
     def __init__(self, app: ASGIApp, host: str = "127.0.0.1", port: int = 8000, *, root_path: str = "",
                  lifespan: str = "auto", dispatch: str = "inline", workers: int = 0, pool_threads: int = 0,
-                 reuse_port: bool = False, **limits: Any) -> None:
+                 reuse_port: bool = False, access_log: bool = False, **limits: Any) -> None:
         if lifespan not in ("auto", "on", "off"):
             raise ValueError("ember: lifespan is 'auto', 'on' or 'off'")
         self.app = app
@@ -264,7 +280,7 @@ class ASGIServer(AppServer):
         self.state: dict = {}
         self._loop = BorrowableLoop()
         super().__init__(host, port, dispatch=dispatch, workers=workers, pool_threads=pool_threads,
-                         reuse_port=reuse_port, loop=self._loop.loop, **limits)
+                         reuse_port=reuse_port, access_log=access_log, loop=self._loop.loop, **limits)
         # Inline dispatch runs on the I/O threads: never wait there for the baton.
         self._block = dispatch != "inline"
         self._template = [self._scope_template(port)]
@@ -295,7 +311,7 @@ class ASGIServer(AppServer):
         methods = METHODS
         versions = HTTP_VERSIONS
         clients = AddrCache().get
-        Cycle = _HTTPCycle
+        Cycle = _LoggedHTTPCycle if self.access_log else _HTTPCycle
         cycle_run = Cycle.run
 
         def on_request(_ud: int, handle: int, info: int) -> None:

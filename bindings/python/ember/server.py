@@ -257,19 +257,6 @@ class _Native:
         return rc
 
 
-_LISTEN_REUSE_PORT = getattr(_lib, "LISTEN_REUSE_PORT", 1)
-
-
-def _listen_flags() -> Callable:
-    fn = getattr(L, "ember_server_listen_flags", None)
-    if fn is None:
-        raise EmberError(_lib.ERR_INVALID_ARG, "this libember has no ember_server_listen_flags "
-                         "(SO_REUSEPORT); build a newer engine", "reuse_port")
-    fn.restype = ctypes.c_int32
-    fn.argtypes = [ctypes.POINTER(_lib.Server), ctypes.c_char_p, ctypes.c_uint32]
-    return fn
-
-
 def _wire_pattern(pattern: str) -> bytes:
     """The engine matches the path as sent, and clients percent-encode non-ASCII text,
     so a literal like ``/städte`` is registered as ``/st%C3%A4dte`` to be reachable."""
@@ -426,7 +413,7 @@ class Server:
                     native.add_route(r)
                 addr = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
                 if reuse_port:
-                    check(_listen_flags()(native.ptr, addr.encode("ascii"), _LISTEN_REUSE_PORT),
+                    check(L.ember_server_listen_flags(native.ptr, addr.encode("ascii"), _lib.LISTEN_REUSE_PORT),
                           "ember_server_listen_flags")
                 else:
                     check(L.ember_server_listen(native.ptr, addr.encode("ascii")), "ember_server_listen")

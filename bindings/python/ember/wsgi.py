@@ -21,7 +21,7 @@ import logging
 from typing import Any, Callable, Iterable
 
 from . import _lib, __version__
-from ._host import AppServer, internal_error, refused
+from ._host import AppServer, access, internal_error, refused
 from ._wire import (I_BODY, I_HEADERS, I_METHOD, I_PATH, I_QUERY, I_REMOTE, I_VERSION, INFO, MEM, METHODS,
                     PAIR, PROTOCOLS, split_addr, wsgi_path)
 from .response import NOCOPY_MIN, send as _send_any
@@ -129,7 +129,7 @@ def _head(headers: list) -> bytes:
     return head
 
 
-def _respond_with(handle: int, start: _StartResponse, result: Iterable[bytes], what: str) -> None:
+def _respond_with(handle: int, start: _StartResponse, result: Iterable[bytes], what: str) -> tuple[int, int]:
     """Collects the app's answer and sends it in one call (the streaming switch point)."""
     if type(result) is list and len(result) == 1 and start.written is None:
         body = result[0]
@@ -154,6 +154,7 @@ def _respond_with(handle: int, start: _StartResponse, result: Iterable[bytes], w
         rc = _send_any(handle, status, head, body)
     if rc != _OK:
         refused(rc, handle, what, log)
+    return status, n
 
 
 class WSGIServer(AppServer):
@@ -170,13 +171,13 @@ class WSGIServer(AppServer):
 
     def __init__(self, app: WSGIApp, host: str = "127.0.0.1", port: int = 8000, *, root_path: str = "",
                  dispatch: str = "pool", workers: int = 0, pool_threads: int = 0, reuse_port: bool = False,
-                 multiprocess: bool = False, **limits: Any) -> None:
+                 multiprocess: bool = False, access_log: bool = False, **limits: Any) -> None:
         self.app = app
         self.root_path = root_path.rstrip("/")
         self.multiprocess = multiprocess
         self.errors = ErrorStream()
         super().__init__(host, port, dispatch=dispatch, workers=workers, pool_threads=pool_threads,
-                         reuse_port=reuse_port, **limits)
+                         reuse_port=reuse_port, access_log=access_log, **limits)
         self._template = [self._environ_template(port)]
         self._install()
 
@@ -213,6 +214,7 @@ class WSGIServer(AppServer):
         keys: dict[bytes, str | None] = {}
         peers: dict[bytes, tuple[str, str]] = {}
         BytesIO = io.BytesIO
+        logged = self.access_log
 
         def on_request(_ud: int, handle: int, info: int) -> None:
             environ = None
@@ -269,7 +271,11 @@ class WSGIServer(AppServer):
                 environ["wsgi.input"] = BytesIO(body)
                 start = _StartResponse()
                 result = app(environ, start)
-                _respond_with(handle, start, result, f"{environ['REQUEST_METHOD']} {uri}")
+                status, n = _respond_with(handle, start, result, f"{environ['REQUEST_METHOD']} {uri}")
+                if logged:
+                    access.info('%s:%s - "%s %s %s" %d %d', environ["REMOTE_ADDR"], environ["REMOTE_PORT"],
+                                environ["REQUEST_METHOD"], environ["RAW_URI"], environ["SERVER_PROTOCOL"],
+                                status, n)
             except BaseException:
                 try:
                     what = f"{environ.get('REQUEST_METHOD')} {environ.get('RAW_URI')}" if environ else "request"
