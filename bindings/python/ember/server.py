@@ -13,11 +13,13 @@ import atexit
 import ctypes
 import inspect
 import logging
+import os
 import re
 import signal
 import sys
 import threading
 import time
+import weakref
 from ctypes import byref, c_uint16
 from typing import Any, Callable, Iterable, Union
 
@@ -25,7 +27,7 @@ from . import _lib
 from ._async import LoopRunner
 from .errors import EmberError, check
 from .request import Request
-from .response import _QUIET, INTERNAL_ERROR, NOCOPY_MIN, Response, encode, fail, send
+from .response import _QUIET, INTERNAL_ERROR, NOCOPY_MIN, Response, describe, encode, fail, send
 
 log = logging.getLogger("ember")
 
@@ -108,21 +110,13 @@ class _Route:
             getattr(fn, "__call__", None)))
 
 
-def _unshared_refcount() -> int:
-    # What getrefcount reports for an object only a local variable holds; measured
-    # rather than assumed, since interpreters differ in which references they count.
-    request = Request(0, None)
-    return sys.getrefcount(request)
-
-
 def _make_dispatch(table: list, runner: LoopRunner) -> Callable[[int, int, int], None]:
     """The function behind the server's single handler callback."""
-    getrefcount = sys.getrefcount
-    unshared = _unshared_refcount()
     respond = _lib.lib.ember_request_respond
     nocopy_min = NOCOPY_MIN
     OK = _lib.OK
     submit = runner.submit
+    ref = weakref.ref
 
     def on_request(slot: int, handle: int, info: int) -> None:
         request = None
@@ -134,14 +128,22 @@ def _make_dispatch(table: list, runner: LoopRunner) -> Callable[[int, int, int],
                 submit(fn, request)
                 return
             result = fn(request)
-            # More references than a bare local has means the handler kept the request,
-            # which must then not point into engine memory after the answer.
-            if getrefcount(request) > unshared:
+            # A request the handler kept (stored, captured, deferred) must not point into
+            # engine memory after the answer, so it is copied out first. Whether it was
+            # kept is asked of a weak reference once ours is dropped: exact where objects
+            # die with their last reference (CPython), a copy too many elsewhere, never a
+            # dangling view.
+            kept = ref(request)
+            request = None
+            request = kept()
+            if request is not None:
                 request._detach()
             if type(result) is not Response:
-                if result is None and request._deferred is not None:
+                if result is None and request is not None and request._deferred is not None:
                     return
                 if inspect.isawaitable(result):
+                    if request is None:
+                        request = Request(handle, info)  # not answered yet: the views still hold
                     request._detach()
                     submit(None, request, result)
                     return
@@ -168,10 +170,10 @@ def _make_dispatch(table: list, runner: LoopRunner) -> Callable[[int, int, int],
 
 def _respond_failed(rc: int, handle: int, status: int, head: bytes, body: bytes, request: Request) -> None:
     if rc in _QUIET:
-        log.debug("ember: answer for %s dropped: %s", request, _lib.result_name(rc))
+        log.debug("ember: answer for %s dropped: %s", describe(request), _lib.result_name(rc))
         return
     msg = _lib.last_error()  # first: any other ember_ call may replace it
-    log.error("ember: answering %s failed: %s: %s", request, _lib.result_name(rc), msg)
+    log.error("ember: answering %s failed: %s: %s", describe(request), _lib.result_name(rc), msg)
     if rc == _lib.ERR_INVALID_ARG:
         send(handle, INTERNAL_ERROR.status, INTERNAL_ERROR._head, INTERNAL_ERROR.body)
 
@@ -575,14 +577,45 @@ class Server:
         return f"<ember.Server {state}, {len(self._routes)} routes>"
 
 
+#: At interpreter exit, running servers get this long (seconds) to stop: up to 2 s of
+#: graceful drain, the rest for handlers still running to return. If one is still
+#: blocked then, the process ends at once with status 1 (see _stop_all).
+EXIT_TIMEOUT = 5.0
+
+
 def _stop_all() -> None:
     # At interpreter exit engine threads must stop calling into Python before the
-    # interpreter is torn down; free() joins them.
-    for server in list(_running):
-        try:
-            server.stop(timeout=2.0)
-        except BaseException:
-            pass
+    # interpreter is torn down; free() joins them. A handler that never returns would
+    # hold free() (and so the exit) for ever, so the stop runs on a daemon thread and
+    # the exit waits for it only up to EXIT_TIMEOUT. Past that the interpreter must not
+    # be torn down either: the stuck thread, its thread-exit hook or a log line would
+    # call into a finalizing interpreter, which ends that thread from inside the engine
+    # and aborts the process. So the process ends here, after flushing the logs.
+    servers = list(_running)
+    if not servers:
+        return
+    done = threading.Event()
+
+    def stop_them() -> None:
+        for server in servers:
+            try:
+                server.stop(timeout=min(2.0, EXIT_TIMEOUT))
+            except BaseException:
+                pass
+        done.set()
+
+    threading.Thread(target=stop_them, name="ember-exit", daemon=True).start()
+    if done.wait(EXIT_TIMEOUT):
+        return
+    log.error("ember: a handler still runs %.1f s after exit began; ending the process (status 1) "
+              "without waiting for it", EXIT_TIMEOUT)
+    try:
+        logging.shutdown()
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                stream.flush()
+    finally:
+        os._exit(1)
 
 
 atexit.register(_stop_all)
