@@ -119,6 +119,8 @@ async def _carry(c: _Carrier) -> None:
 
 _Task = asyncio.Task
 _Handle = events.Handle
+# Python 3.11+: cancellation requests not yet taken back (earlier: none are counted).
+_cancelling = getattr(asyncio.Task, "cancelling", lambda task: 0)
 _enter_task = asyncio.tasks._enter_task
 _leave_task = asyncio.tasks._leave_task
 _get_running_loop = events._get_running_loop
@@ -252,7 +254,7 @@ class BorrowableLoop:
                 else:
                     carrier.pending = (coro, waiting_on)
                     carrier.job.set_result(None)
-            elif carrier.ctx != self._base_ctx or task.done() or task.cancelling():
+            elif carrier.ctx != self._base_ctx or task.done() or _cancelling(task):
                 # The request changed context variables or its task's state: the next
                 # request must not see that.
                 self._carrier = None
