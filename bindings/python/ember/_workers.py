@@ -114,7 +114,7 @@ def supervise(args: argparse.Namespace) -> int:
             spawn(i)
         announced = False
         while not stopping:
-            pending = [w.ready_fd for w in workers.values() if not w.ready]
+            pending = [w.ready_fd for w in workers.values() if w.ready_fd >= 0]
             try:
                 readable, _, _ = select.select(pending + [wake_r], [], [], 1.0)
             except InterruptedError:
