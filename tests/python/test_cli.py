@@ -195,3 +195,16 @@ def test_help_names_the_options():
     assert p.returncode == 0
     for option in ("--host", "--port", "--interface", "--workers", "--dispatch", "--root-path", "--lifespan"):
         assert option in p.stdout
+
+
+@pytest.mark.parametrize("spec,expected", [("asgi_hello:app", {"hello": "asgi"}),
+                                           ("wsgi_hello:app", {"hello": "wsgi", "path": "/"})])
+def test_the_samples_run_from_the_command_line(spec, expected):
+    r = Running([spec], os.path.join(ROOT, "samples", "python"))
+    try:
+        assert r.wait_listening() == expected
+        echo = requests.post(r.url + "/echo", data=b"\x00raw", headers={"Content-Type": "application/x-test"})
+        assert (echo.content, echo.headers["content-type"]) == (b"\x00raw", "application/x-test")
+    finally:
+        code, err = r.stop()
+    assert code == 0, err
