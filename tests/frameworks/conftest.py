@@ -125,6 +125,8 @@ class Pair:
                 va, vb = sorted(va.split(", ")), sorted(vb.split(", "))
             assert va == vb, (what, name, va, vb)
         assert a.headers.get_list("set-cookie") == b.headers.get_list("set-cookie"), what
+        if method == "HEAD":  # no body, but the length GET would send
+            assert a.headers.get("content-length") == b.headers.get("content-length"), what
         if compare_body:
             assert a.content == b.content, (what, a.content[:300], b.content[:300])
             if method != "HEAD" and a.status_code not in (204, 304):

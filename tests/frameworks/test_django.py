@@ -47,3 +47,4 @@ def test_django_static_files_through_whitenoise(django):
     if etag:
         assert django.same("GET", "/static/app.css", headers={"If-None-Match": etag}).status_code == 304
     assert django.same("GET", "/static/missing.css").status_code == 404
+    assert django.same("HEAD", "/static/app.css", compare_body=False).content == b""
