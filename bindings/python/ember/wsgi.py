@@ -115,21 +115,22 @@ class _StartResponse:
             self.written.append(data)
 
 
+_STATUS_CODES: dict[str, int] = {}
+
+
 def _status_code(status: str) -> int:
-    code = status.split(" ", 1)[0]
-    if len(code) != 3 or not code.isdigit():
-        raise ValueError(f"WSGI status {status!r} does not start with a 3-digit code")
-    return int(code)
+    code = _STATUS_CODES.get(status)
+    if code is None:
+        text = status.split(" ", 1)[0]
+        if len(text) != 3 or not text.isdigit():
+            raise ValueError(f"WSGI status {status!r} does not start with a 3-digit code")
+        code = int(text)
+        if len(_STATUS_CODES) < 256:
+            _STATUS_CODES[status] = code
+    return code
 
 
-def _head(headers: list) -> bytes:
-    head = "".join([f"{name}: {value}\r\n" for name, value in headers]).encode("latin-1")
-    if head.count(b"\n") != len(headers):
-        raise ValueError("a WSGI response header contains a line break")
-    return head
-
-
-def _respond_with(handle: int, start: _StartResponse, result: Iterable[bytes], what: str) -> tuple[int, int]:
+def _respond_with(handle: int, start: _StartResponse, result: Iterable[bytes], environ: dict) -> tuple[int, int]:
     """Collects the app's answer and sends it in one call (the streaming switch point)."""
     if type(result) is list and len(result) == 1 and start.written is None:
         body = result[0]
@@ -146,14 +147,17 @@ def _respond_with(handle: int, start: _StartResponse, result: Iterable[bytes], w
     if type(body) is not bytes:
         body = bytes(body)
     status = _status_code(start.status)
-    head = _head(start.headers)
+    headers = start.headers
+    head = "".join([f"{name}: {value}\r\n" for name, value in headers]).encode("latin-1")
+    if head.count(b"\n") != len(headers):
+        raise ValueError("a WSGI response header contains a line break")
     n = len(body)
     if n < NOCOPY_MIN:
         rc = _respond(handle, status, head, len(head), body, n)
     else:
         rc = _send_any(handle, status, head, body)
     if rc != _OK:
-        refused(rc, handle, what, log)
+        refused(rc, handle, f"{environ['REQUEST_METHOD']} {environ['RAW_URI']}", log)
     return status, n
 
 
@@ -187,6 +191,8 @@ class WSGIServer(AppServer):
             "SERVER_PORT": str(port),
             "SERVER_SOFTWARE": f"ember/{__version__}",
             "SCRIPT_NAME": self.root_path,
+            "QUERY_STRING": "",
+            "SERVER_PROTOCOL": "HTTP/1.1",
             "wsgi.version": (1, 0),
             "wsgi.url_scheme": "http",
             "wsgi.errors": self.errors,
@@ -227,16 +233,21 @@ class WSGIServer(AppServer):
                 environ["REQUEST_METHOD"] = methods.get(method) or method.decode("latin-1")
                 p = f[I_PATH]
                 raw_path = mem[p:p + f[I_PATH + 1]].tobytes()
-                path = wsgi_path(raw_path)
+                uri = path = raw_path.decode("latin-1")
+                if "%" in path:
+                    path = wsgi_path(raw_path)
                 if root and path.startswith(root) and path[len(root):len(root) + 1] in ("", "/"):
                     path = path[len(root):]
                 environ["PATH_INFO"] = path
                 p, n = f[I_QUERY], f[I_QUERY + 1]
-                query = mem[p:p + n].tobytes().decode("latin-1") if n else ""
-                environ["QUERY_STRING"] = query
-                uri = raw_path.decode("latin-1")
-                environ["RAW_URI"] = environ["REQUEST_URI"] = uri + "?" + query if query else uri
-                environ["SERVER_PROTOCOL"] = protocols.get(f[I_VERSION], "HTTP/1.1")
+                if n:
+                    query = mem[p:p + n].tobytes().decode("latin-1")
+                    environ["QUERY_STRING"] = query
+                    environ["RAW_URI"] = environ["REQUEST_URI"] = uri + "?" + query
+                else:
+                    environ["RAW_URI"] = environ["REQUEST_URI"] = uri
+                if f[I_VERSION] != 11:
+                    environ["SERVER_PROTOCOL"] = protocols.get(f[I_VERSION], "HTTP/1.1")
                 p = f[I_REMOTE]
                 peer = mem[p:p + f[I_REMOTE + 1]].tobytes()
                 addr = peers.get(peer)
@@ -271,7 +282,7 @@ class WSGIServer(AppServer):
                 environ["wsgi.input"] = BytesIO(body)
                 start = _StartResponse()
                 result = app(environ, start)
-                status, n = _respond_with(handle, start, result, f"{environ['REQUEST_METHOD']} {uri}")
+                status, n = _respond_with(handle, start, result, environ)
                 if logged:
                     access.info('%s:%s - "%s %s %s" %d %d', environ["REMOTE_ADDR"], environ["REMOTE_PORT"],
                                 environ["REQUEST_METHOD"], environ["RAW_URI"], environ["SERVER_PROTOCOL"],
