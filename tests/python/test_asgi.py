@@ -329,3 +329,33 @@ def test_an_app_may_stop_its_own_server_from_a_request():
     port = server.start()
     assert requests.get("http://127.0.0.1:%d/" % port).text == "bye"
     assert server.server.wait(5)
+
+
+@pytest.mark.parametrize("dispatch,workers", [("inline", 2), ("pool", 2)])
+def test_mixed_fast_and_waiting_requests_from_many_threads_all_get_their_own_answer(asgi, dispatch, workers):
+    var = contextvars.ContextVar("request_id", default=None)
+
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return
+        rid = scope["query_string"].decode()
+        assert var.get() is None, "context leaked from another request"
+        var.set(rid)
+        n = int(rid)
+        if n % 3 == 0:
+            await asyncio.sleep(0.001 * (n % 7))
+        elif n % 3 == 1:
+            await asyncio.get_running_loop().run_in_executor(None, time.sleep, 0.001)
+        body = (await receive())["body"]
+        assert var.get() == rid
+        await _text(send, b"%s:%s" % (rid.encode(), body))
+
+    url = asgi(app, dispatch=dispatch, workers=workers, pool_threads=4)
+
+    def one(i):
+        with requests.Session() as s:
+            return s.post("%s/?%d" % (url, i), data=b"b%d" % i).text
+
+    with concurrent.futures.ThreadPoolExecutor(24) as pool:
+        texts = list(pool.map(one, range(600)))
+    assert texts == ["%d:b%d" % (i, i) for i in range(600)]
