@@ -128,7 +128,14 @@ _set_running_loop = events._set_running_loop
 
 
 class _Loop(asyncio.SelectorEventLoop):
-    """asyncio's selector loop with a leaner ``call_soon``: it runs for every task step."""
+    """asyncio's selector loop with a leaner ``call_soon`` (it runs for every task step)
+    and a note of new timers, which a borrowed pass must wake the loop thread for."""
+
+    new_timer = False
+
+    def call_at(self, when: float, callback: Callable[..., Any], *args: Any, context: Any = None) -> Any:
+        self.new_timer = True
+        return super().call_at(when, callback, *args, context=context)
 
     def call_soon(self, callback: Callable[..., Any], *args: Any, context: Any = None) -> asyncio.Handle:
         if self._debug:
@@ -225,9 +232,7 @@ class BorrowableLoop:
         try:
             if _get_running_loop() is not loop:
                 self._adopt_thread()
-            scheduled = loop._scheduled  # timers; only the loop thread sleeps on them
-            n_timers = len(scheduled)
-            first = scheduled[0] if n_timers else None
+            loop.new_timer = False
             carrier = self._carrier
             if carrier is None or carrier.job.done():
                 carrier = self._new_carrier()
@@ -267,8 +272,8 @@ class BorrowableLoop:
                     handle._run()
                 steps += 1
             # The loop thread may be asleep with a timeout computed before this pass:
-            # wake it when something new waits on it (ready callbacks, a new first timer).
-            if ready or len(scheduled) != n_timers or (n_timers and scheduled[0] is not first):
+            # wake it when something new waits on it (ready callbacks, a new timer).
+            if ready or loop.new_timer:
                 loop.call_soon_threadsafe(_noop)
         finally:
             baton.release()

@@ -136,10 +136,14 @@ class _HTTPCycle:
             self.parts = None
         elif type(body) is not bytes:
             body = bytes(body)
-        headers = self.headers
-        head = b"".join([b"%s: %s\r\n" % (name, value) for name, value in headers])
+        lines: list = []
+        count = 0
+        for name, value in self.headers:
+            lines += (name, b": ", value, b"\r\n")
+            count += 1
+        head = b"".join(lines)
         self.done = True
-        if head.count(b"\n") != len(headers):
+        if head.count(b"\n") != count:
             # A line break inside a name or value would forge header lines.
             log.error("ASGI response header with a line break refused (%s %s)",
                       self.scope["method"], self.scope["path"])
@@ -310,7 +314,9 @@ class ASGIServer(AppServer):
         mem = MEM
         methods = METHODS
         versions = HTTP_VERSIONS
-        clients = AddrCache().get
+        cache = AddrCache()
+        peers = cache._map  # looked up inline; AddrCache.get fills it
+        clients = cache.get
         Cycle = _LoggedHTTPCycle if self.access_log else _HTTPCycle
         cycle_run = Cycle.run
 
@@ -333,7 +339,9 @@ class ASGIServer(AppServer):
                 scope["raw_path"] = raw_path
                 scope["query_string"] = mem[p:p + n].tobytes() if n else b""
                 p = f[I_REMOTE]
-                scope["client"] = clients(mem[p:p + f[I_REMOTE + 1]].tobytes())
+                peer = mem[p:p + f[I_REMOTE + 1]].tobytes()
+                client = peers.get(peer)
+                scope["client"] = client if client is not None else clients(peer)
                 scope["headers"] = [(mem[a:a + b].tobytes(), mem[c:c + d].tobytes())
                                     for a, b, c, d in pairs(mem[p3:p3 + pair_size * n3])] if n3 else []
                 scope["state"] = state.copy()
