@@ -12,8 +12,15 @@ Where streaming plugs in (the engine buffers bodies both ways today):
   sends them in one call; a streamed response begins at the first ``more_body`` chunk
   (``ember_response_begin`` / ``_write`` / ``_end``), and ``http.disconnect`` comes from
   the engine's abort notice instead of the end of the response.
-- WebSocket: a ``websocket`` scope comes from the engine's open callback, built like the
-  HTTP one in ``ASGIServer._make_callback``, with its own cycle class beside ``_HTTPCycle``.
+- WebSocket: the engine's open callback (``ember_server_websocket`` on the same catch-all
+  patterns as the HTTP route) builds a ``websocket`` scope like the HTTP one in
+  ``ASGIServer._make_callback`` and starts a ``_WebSocketCycle`` beside ``_HTTPCycle``:
+  ``websocket.connect`` first; ``websocket.accept`` -> ``ember_ws_accept`` (subprotocol
+  and headers), ``websocket.close`` before accepting -> ``ember_ws_reject`` (403);
+  messages from the engine's message callback go into an ``asyncio.Queue`` through the
+  borrowed loop (``BorrowableLoop.run``); ``websocket.send`` -> ``ember_ws_send``,
+  waiting for the writable event on ``EMBER_ERR_WOULD_BLOCK``; the close callback
+  delivers ``websocket.disconnect`` with its code.
 """
 
 from __future__ import annotations
