@@ -19,15 +19,15 @@ import signal
 import sys
 import threading
 import time
-import weakref
 from ctypes import byref, c_uint16
 from typing import Any, Callable, Iterable, Union
 
 from . import _lib
 from ._async import LoopRunner
+from ._dispatch import (LOG_CB, THREAD_START_CB, THREAD_STOP_CB, engine_min_level, engine_threads,
+                        make_dispatch)
 from .errors import EmberError, check
 from .request import Request
-from .response import _QUIET, INTERNAL_ERROR, NOCOPY_MIN, Response, describe, encode, fail, send
 
 log = logging.getLogger("ember")
 
@@ -36,66 +36,8 @@ Methods = Union[str, Iterable[str], None]
 
 L = _lib.lib
 
-# Threads the engine runs callbacks on (registered by the thread start hook). A stop
-# called on one of them must not block: it would wait for the very handler calling it.
-_engine_threads: set[int] = set()
-
 # Running servers, so that interpreter exit can stop them (see _stop_all).
 _running: set = set()
-
-_LEVELS = {
-    _lib.LOG_ERROR: logging.ERROR,
-    _lib.LOG_WARN: logging.WARNING,
-    _lib.LOG_INFO: logging.INFO,
-    _lib.LOG_DEBUG: logging.DEBUG,
-}
-
-
-def _engine_min_level() -> int:
-    level = log.getEffectiveLevel()
-    if level <= logging.DEBUG:
-        return _lib.LOG_DEBUG
-    if level <= logging.INFO:
-        return _lib.LOG_INFO
-    if level <= logging.WARNING:
-        return _lib.LOG_WARN
-    return _lib.LOG_ERROR
-
-
-def _on_log(_user_data: int, level: int, msg: int, length: int) -> None:
-    try:
-        text = _lib.string_at(msg, length).decode("utf-8", "replace") if length else ""
-        log.log(_LEVELS.get(level, logging.INFO), "%s", text)
-    except BaseException:  # nothing may escape into the engine's thread
-        pass
-
-
-_pyapi = ctypes.pythonapi
-_pyapi.PyGILState_Ensure.restype = ctypes.c_int
-_pyapi.PyGILState_Ensure.argtypes = []
-_pyapi.PyGILState_Release.restype = None
-_pyapi.PyGILState_Release.argtypes = [ctypes.c_int]
-_GIL_LOCKED = 0  # PyGILState_LOCKED
-
-
-def _on_thread_start(_user_data: int) -> None:
-    # ctypes gives a foreign thread a fresh Python thread state for every callback and
-    # deletes it afterwards. One extra, never released PyGILState_Ensure keeps this
-    # thread's state alive across callbacks, so each request skips that set-up.
-    _pyapi.PyGILState_Ensure()
-    _engine_threads.add(threading.get_ident())
-
-
-def _on_thread_stop(_user_data: int) -> None:
-    _engine_threads.discard(threading.get_ident())
-    # Undoes the extra Ensure; ctypes' own release after this call then deletes the state.
-    _pyapi.PyGILState_Release(_GIL_LOCKED)
-
-
-# Shared by every server: these never change and never hold per-server state.
-_LOG_CB = _lib.LOG_FN(_on_log)
-_THREAD_START_CB = _lib.THREAD_FN(_on_thread_start)
-_THREAD_STOP_CB = _lib.THREAD_FN(_on_thread_stop)
 
 
 class _Route:
@@ -110,74 +52,6 @@ class _Route:
             getattr(fn, "__call__", None)))
 
 
-def _make_dispatch(table: list, runner: LoopRunner) -> Callable[[int, int, int], None]:
-    """The function behind the server's single handler callback."""
-    respond = _lib.lib.ember_request_respond
-    nocopy_min = NOCOPY_MIN
-    OK = _lib.OK
-    submit = runner.submit
-    ref = weakref.ref
-
-    def on_request(slot: int, handle: int, info: int) -> None:
-        request = None
-        try:
-            fn, is_async = table[slot]
-            request = Request(handle, info)
-            if is_async:
-                request._detach()
-                submit(fn, request)
-                return
-            result = fn(request)
-            # A request the handler kept (stored, captured, deferred) must not point into
-            # engine memory after the answer, so it is copied out first. Whether it was
-            # kept is asked of a weak reference once ours is dropped: exact where objects
-            # die with their last reference (CPython), a copy too many elsewhere, never a
-            # dangling view.
-            kept = ref(request)
-            request = None
-            request = kept()
-            if request is not None:
-                request._detach()
-            if type(result) is not Response:
-                if result is None and request is not None and request._deferred is not None:
-                    return
-                if inspect.isawaitable(result):
-                    if request is None:
-                        request = Request(handle, info)  # not answered yet: the views still hold
-                    request._detach()
-                    submit(None, request, result)
-                    return
-                status, head, body = encode(result)
-            else:
-                status, head, body = result.status, result._head, result.body
-            n = len(body)
-            if n < nocopy_min:
-                rc = respond(handle, status, head, len(head), body, n)
-            else:
-                rc = send(handle, status, head, body)
-            if rc != OK:
-                _respond_failed(rc, handle, status, head, body, request)
-        except BaseException:
-            try:
-                if request is not None:
-                    request._detach()
-                fail(handle, request)
-            except BaseException:
-                pass
-
-    return on_request
-
-
-def _respond_failed(rc: int, handle: int, status: int, head: bytes, body: bytes, request: Request) -> None:
-    if rc in _QUIET:
-        log.debug("ember: answer for %s dropped: %s", describe(request), _lib.result_name(rc))
-        return
-    msg = _lib.last_error()  # first: any other ember_ call may replace it
-    log.error("ember: answering %s failed: %s: %s", describe(request), _lib.result_name(rc), msg)
-    if rc == _lib.ERR_INVALID_ARG:
-        send(handle, INTERNAL_ERROR.status, INTERNAL_ERROR._head, INTERNAL_ERROR.body)
-
-
 class _Native:
     """One engine server (``ember_server*``) and the callbacks it may call."""
 
@@ -187,7 +61,7 @@ class _Native:
         # Slot 0 stays empty so that no registration's user_data is NULL.
         self.table: list = [None]
         self.released = 0
-        self.handler_cb = _lib.HANDLER_FN(_make_dispatch(self.table, runner))
+        self.handler_cb = _lib.HANDLER_FN(make_dispatch(self.table, runner))
         self.release_cb = _lib.RELEASE_FN(self._release)
         self._cond = threading.Condition()
         self._waiters = 0
@@ -208,8 +82,8 @@ class _Native:
         check(L.ember_server_set_pool_threads(p, pool_threads), "ember_server_set_pool_threads")
         for limit, value in limits.items():
             check(L.ember_server_set_limit(p, limit, value), "ember_server_set_limit")
-        check(L.ember_server_set_log(p, _LOG_CB, 0, _engine_min_level()), "ember_server_set_log")
-        check(L.ember_server_set_thread_hooks(p, _THREAD_START_CB, _THREAD_STOP_CB, 0),
+        check(L.ember_server_set_log(p, LOG_CB, 0, engine_min_level()), "ember_server_set_log")
+        check(L.ember_server_set_thread_hooks(p, THREAD_START_CB, THREAD_STOP_CB, 0),
               "ember_server_set_thread_hooks")
 
     def add_route(self, route: _Route) -> None:
@@ -450,7 +324,7 @@ class Server:
             # engine thread the engine only starts the shutdown and returns; on an event
             # loop it would block, so there the stop is left to the thread below. Freeing
             # must wait for the calling handler in either case.
-            if threading.get_ident() in _engine_threads:
+            if threading.get_ident() in engine_threads:
                 L.ember_server_stop(native.ptr, ms)
             threading.Thread(target=self._finish_stop, args=(native, ms),
                              name="ember-stop", daemon=False).start()
@@ -459,7 +333,7 @@ class Server:
 
     def _inside_handler(self) -> bool:
         ident = threading.get_ident()
-        if ident in _engine_threads:
+        if ident in engine_threads:
             return True
         runner = self._runner
         if runner is not None and runner.thread_ident == ident:
