@@ -40,8 +40,9 @@ NCPU = os.cpu_count() or 1
 
 class Target:
     def __init__(self, name, label, group, needs, argv, env=None, cwd=None, fixed_port=False,
-                 quick=False, ready_timeout=30.0, stop_timeout=8.0, prepare=None, keep_alive=True):
+                 quick=False, ready_timeout=30.0, stop_timeout=8.0, prepare=None, path="/", keep_alive=True):
         self.name, self.label, self.group, self.needs = name, label, group, needs
+        self.path = path  # what wrk, hey and the ladder request (answers the hello body)
         self.argv, self.env, self.cwd = argv, env or (lambda w: {}), cwd
         self.fixed_port, self.quick = fixed_port, quick
         self.ready_timeout, self.stop_timeout = ready_timeout, stop_timeout
@@ -69,6 +70,18 @@ def _nginx_prepare(port, workdir: Path):
     text = (TARGETS_DIR / "nginx.conf.in").read_text()
     text = text.replace("@PREFIX@", str(workdir)).replace("@PORT@", str(port))
     (workdir / "nginx.conf").write_text(text)
+
+
+ASPNET_SITE = BENCH / "aspnet" / "site"
+
+
+def _aspnet_listener_prepare(port, workdir: Path):
+    """HttpListener + HttpRuntime: ApplicationHost loads the host from the site's own bin/, so
+    the target runs from a copy of the site with the exe inside."""
+    site = workdir / "site"
+    shutil.copytree(ASPNET_SITE, site)
+    (site / "bin").mkdir(exist_ok=True)
+    shutil.copy(BUILD / "HttpListenerAspNet.exe", site / "bin" / "HttpListenerAspNet.exe")
 
 
 def all_targets() -> list[Target]:
@@ -151,6 +164,17 @@ def all_targets() -> list[Target]:
     T.append(Target("httplistener", "Mono HttpListener hello", "dotnet", ["httplistener"],
                     lambda p, w, d: ["mono", str(BUILD / "HttpListenerHello.exe"), str(p)],
                     fixed_port=True, quick=True))
+    # The same ASP.NET application (bench/aspnet/site, a trivial .ashx through the whole
+    # System.Web pipeline) on Ember's host and on the plain HttpListener + HttpRuntime host.
+    T.append(Target("ember-aspnet", "Ember ASP.NET host (System.Web .ashx), pool", "aspnet", ["ember-lib", "aspnet-host"],
+                    lambda p, w, d: ["mono", str(ROOT / "bindings" / "dotnet" / "bin" / "EmberAspNet.exe"),
+                                     "--root", str(ASPNET_SITE), "--quiet", "--warmup", "/Hello.ashx", "0"],
+                    env=_ember_env("pool"), quick=True, ready_timeout=120.0, stop_timeout=20.0, path="/Hello.ashx"))
+    T.append(Target("httplistener-aspnet", "HttpListener + HttpRuntime (System.Web .ashx)", "aspnet",
+                    ["httplistener-aspnet"],
+                    lambda p, w, d: ["mono", str(d / "site" / "bin" / "HttpListenerAspNet.exe"), str(d / "site"), str(p)],
+                    fixed_port=True, quick=True, ready_timeout=120.0, prepare=_aspnet_listener_prepare,
+                    path="/Hello.ashx"))
     return T
 
 
@@ -251,6 +275,17 @@ def build_all(needed: set[str], skip_build: bool) -> dict[str, dict]:
     if "c-targets" in needed:
         ok, out = _run(["make", "-C", str(TARGETS_DIR), f"OUT={BUILD}"])
         rec("c-targets", ok, out)
+    if "aspnet-host" in needed:
+        if not st.get("ember-lib", {}).get("ok"):
+            rec("aspnet-host", False, note="needs libember")
+        else:
+            ok, out = _run(["sh", str(ROOT / "bindings" / "dotnet" / "build.sh")])
+            rec("aspnet-host", ok and (ROOT / "bindings" / "dotnet" / "bin" / "EmberAspNet.exe").exists(), out)
+    if "httplistener-aspnet" in needed:
+        BUILD.mkdir(parents=True, exist_ok=True)
+        ok, out = _run(["mcs", "-nologo", "-optimize+", "-r:Mono.Posix", "-r:System.Web",
+                        f"-out:{BUILD / 'HttpListenerAspNet.exe'}", str(TARGETS_DIR / "HttpListenerAspNet.cs")])
+        rec("httplistener-aspnet", ok, out)
     if "httplistener" in needed:
         BUILD.mkdir(parents=True, exist_ok=True)
         ok, out = _run(["mcs", "-nologo", "-optimize+", "-r:Mono.Posix",
@@ -363,9 +398,10 @@ def measure_target(t: Target, mode: str, plan: Plan, rawdir: Path) -> dict:
                      t.stop_timeout)
         res["pid"] = srv.pid
         res["loadavg_at_start"] = loadavg()
-        url = f"http://127.0.0.1:{srv.port}/"
+        url = f"http://127.0.0.1:{srv.port}{t.path}"
         res["url"] = url
-        v = verify(srv.port, keep_alive=t.keep_alive)
+        # the first request may compile the application (ASP.NET targets)
+        v = verify(srv.port, t.path, timeout=max(5.0, t.ready_timeout), keep_alive=t.keep_alive)
         res["verify"] = v
         time.sleep(0.5)
         srv.remember_tree()
@@ -407,7 +443,7 @@ def measure_target(t: Target, mode: str, plan: Plan, rawdir: Path) -> dict:
             sampler.stop()
             sampler.join(timeout=2)
         res["rss_peak_kb"] = max(sampler.peak_kb, res["rss_idle_kb"])
-        res["verify_after"] = verify(srv.port, keep_alive=t.keep_alive)
+        res["verify_after"] = verify(srv.port, t.path, keep_alive=t.keep_alive)
         res["status"] = "ok"
     except (BenchError, OSError, subprocess.SubprocessError, ValueError, KeyError) as e:
         res["error"] = f"{type(e).__name__}: {e}"
@@ -748,7 +784,8 @@ def main() -> int:
     ap.add_argument("--noise-retries", type=int, default=None, help="extra tries of a noisy wrk point (full 2, quick 0)")
     ap.add_argument("--ladder-targets", default=None,
                     help="targets that also get the ladder (full: hyper,ember-c-inline,ember-c-pool,ember-py-pool,"
-                         "ember-net-pool,httplistener; quick: hyper; 'none' = no ladder)")
+                         "ember-net-pool,httplistener,ember-aspnet,httplistener-aspnet; quick: hyper,ember-aspnet,"
+                         "httplistener-aspnet; 'none' = no ladder)")
     ap.add_argument("--ladder-levels", type=parse_levels, default=None, help="default 1,2,4,...,256 (quick 1,8)")
     ap.add_argument("--ladder-duration", type=float, default=None, help="seconds per level (full 3, quick 1; whole seconds)")
     ap.add_argument("--ladder-warmup", type=float, default=3.0)
@@ -788,8 +825,9 @@ def main() -> int:
     a.hey_n = a.hey_n if a.hey_n is not None else (2000 if q else 50000)
     if q and a.hey_n_c == 100:
         a.hey_n_c = 50
-    ladder_names = a.ladder_targets or ("hyper" if q else
-                                        "hyper,ember-c-inline,ember-c-pool,ember-py-pool,ember-net-pool,httplistener")
+    ladder_names = a.ladder_targets or ("hyper,ember-aspnet,httplistener-aspnet" if q else
+                                        "hyper,ember-c-inline,ember-c-pool,ember-py-pool,ember-net-pool,httplistener,"
+                                        "ember-aspnet,httplistener-aspnet")
     ladder_names = [] if ladder_names == "none" else [x for x in ladder_names.split(",") if x]
     ladder_levels = a.ladder_levels or ([1, 8] if q else DEFAULT_LEVELS)
     ladder_s = a.ladder_duration if a.ladder_duration is not None else (1.0 if q else 3.0)
@@ -916,9 +954,9 @@ def ladder_for(t: Target, levels, warm, dur, rawdir: Path, out: Path, plan: Plan
             t.prepare(port, workdir)
         srv = Server(f"ladder-{t.name}", t.argv(port, 1, workdir), t.env(1), t.cwd, rawdir, port, "0",
                      t.ready_timeout, t.stop_timeout)
-        verify(srv.port, keep_alive=t.keep_alive)
+        verify(srv.port, t.path, timeout=max(5.0, t.ready_timeout), keep_alive=t.keep_alive)
         log(f"ladder {t.name}: levels {levels}, {dur:g} s each")
-        lad = run_ladder(f"http://127.0.0.1:{srv.port}/", levels, warm, dur, pin="1", threads=1,
+        lad = run_ladder(f"http://127.0.0.1:{srv.port}{t.path}", levels, warm, dur, pin="1", threads=1,
                          server_pid=srv.pid, noise_limit=plan.noise_limit, noise_retries=plan.noise_retries)
         lad["target"] = t.name
         (out / f"ladder-{t.name}.txt").write_text(format_report(lad, f"{t.label}, server pinned to CPU 0"))

@@ -23,13 +23,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/** The version of Ember this header belongs to; ember_version() gives the loaded library's. */
+#define EMBER_VERSION_MAJOR 0
+#define EMBER_VERSION_MINOR 1
+#define EMBER_VERSION_PATCH 0
+#define EMBER_VERSION_STRING "0.1.0"
+
 /**
  * The ABI version; bumped when functions are added (nothing is ever removed).
  * 2: `ember_request_info` and `ember_stats` start with their size, `ember_request_get_info`
  * and `ember_server_stats` take the caller's struct size, `ember_server_listen_flags`,
- * limits 8-11.
+ * limits 8-11. 3: streamed answers and bodies, request events, WebSocket, limits 12-17.
  */
-#define EMBER_ABI_VERSION 2
+#define EMBER_ABI_VERSION 3
 
 /**
  * Handlers run on the I/O worker thread: fastest; a handler must not block.
@@ -99,9 +105,89 @@
 #define EMBER_LIMIT_MAX_CONN_BODY_BYTES 11
 
 /**
+ * Bytes a streamed answer may have queued before writes are refused
+ * (`EMBER_ERR_WOULD_BLOCK`; default 262144).
+ */
+#define EMBER_LIMIT_STREAM_QUEUE_BYTES 12
+
+/**
+ * The largest WebSocket message (and frame) received (default 1 MiB) → close 1009.
+ */
+#define EMBER_LIMIT_WS_MAX_MESSAGE_BYTES 13
+
+/**
+ * Bytes a WebSocket may have queued to send before sends are refused (default 1 MiB); also
+ * how much received data may wait for the host before the engine stops reading.
+ */
+#define EMBER_LIMIT_WS_QUEUE_BYTES 14
+
+/**
+ * An idle WebSocket is pinged this often, in ms, and cut when a ping goes unanswered
+ * until the next (default 30000). 0 = no pings.
+ */
+#define EMBER_LIMIT_WS_PING_INTERVAL_MS 15
+
+/**
+ * Open WebSocket connections per route at most (default 100000) → 503.
+ */
+#define EMBER_LIMIT_WS_MAX_CONNECTIONS 16
+
+/**
+ * The body limit of routes registered with `EMBER_ROUTE_STREAM_BODY` (default 1 GiB) →
+ * 413. They hold a small window, not the body, so it may be far above
+ * `EMBER_LIMIT_MAX_BODY_BYTES`.
+ */
+#define EMBER_LIMIT_MAX_STREAM_BODY_BYTES 17
+
+/**
  * `ember_server_listen_flags`: SO_REUSEPORT, several processes share the port.
  */
 #define EMBER_LISTEN_REUSE_PORT 1
+
+/**
+ * `ember_server_route_flags`: the handler reads the body in pieces (`ember_request_read`).
+ */
+#define EMBER_ROUTE_STREAM_BODY 1
+
+/**
+ * `ember_request_info.flags`: the body is read with `ember_request_read`, not in `body`.
+ */
+#define EMBER_REQUEST_BODY_STREAMED 1
+
+/**
+ * `ember_request_info.flags`: a WebSocket upgrade request (seen by `on_open`).
+ */
+#define EMBER_REQUEST_WEBSOCKET 2
+
+/**
+ * Events (`ember_event_fn`): a refused write may now go through.
+ */
+#define EMBER_EVENT_WRITABLE 1
+
+/**
+ * A read that found nothing may now find data, the end, or an error.
+ */
+#define EMBER_EVENT_READABLE 2
+
+/**
+ * Final: the client left, the handler timeout answered, or the server stopped.
+ */
+#define EMBER_EVENT_ABORTED 3
+
+/**
+ * Final: the whole answer was handed to the connection.
+ */
+#define EMBER_EVENT_COMPLETED 4
+
+/**
+ * A WebSocket text message (UTF-8, checked by the engine on receipt).
+ */
+#define EMBER_WS_TEXT 1
+
+/**
+ * A WebSocket binary message.
+ */
+#define EMBER_WS_BINARY 2
 
 #define EMBER_LOG_ERROR 1
 
@@ -115,6 +201,16 @@
  * `ember_server_wait` timeout meaning "no timeout".
  */
 #define EMBER_WAIT_FOREVER UINT32_MAX
+
+/**
+ * `ember_request_info.flags`: the body is read with `ember_request_read`.
+ */
+#define FLAG_BODY_STREAMED 1
+
+/**
+ * `ember_request_info.flags`: a WebSocket upgrade request.
+ */
+#define FLAG_WEBSOCKET 2
 
 /**
  * An HTTP server (opaque). Create with `ember_server_new`, free with `ember_server_free`.
@@ -215,6 +311,16 @@ typedef struct ember_request_info {
    * 10, 11 or 20.
    */
   uint32_t http_version;
+  /**
+   * The body's declared length (Content-Length); -1 when the client did not say
+   * (chunked, HTTP/2 without it) or sent no body.
+   */
+  int64_t content_length;
+  /**
+   * `EMBER_REQUEST_BODY_STREAMED`: the body is not in `body`; read it with
+   * `ember_request_read`. `EMBER_REQUEST_WEBSOCKET`: a WebSocket upgrade request.
+   */
+  uint32_t flags;
 } ember_request_info;
 
 /**
@@ -288,6 +394,66 @@ typedef struct ember_stats {
 } ember_stats;
 
 /**
+ * An event on a request: `EMBER_EVENT_WRITABLE`, `EMBER_EVENT_READABLE`, or the final
+ * `EMBER_EVENT_ABORTED` / `EMBER_EVENT_COMPLETED` (exactly one of them, last). Events of
+ * one request run one at a time, in order, where the server's handlers run (pool or
+ * I/O thread).
+ */
+typedef void (*ember_event_fn)(void *user_data, ember_request req, int32_t event);
+
+/**
+ * A WebSocket connection handle: a generation-checked token (never 0), not a pointer.
+ * A handle whose connection ended returns `EMBER_ERR_CLIENT_GONE` (for a while, then
+ * `EMBER_ERR_INVALID_HANDLE`); it never crashes.
+ */
+typedef uint64_t ember_ws;
+
+/**
+ * The upgrade request reached a WebSocket path. `info` is valid as for a handler
+ * (`info->id` is the request: answer it to refuse). Accept with `ember_ws_accept(ws, ...)`.
+ */
+typedef void (*ember_ws_open_fn)(void *user_data, ember_ws ws, const struct ember_request_info *info);
+
+/**
+ * One whole message (fragments reassembled; text is valid UTF-8). `data` is valid during
+ * the call only. `kind` is `EMBER_WS_TEXT` or `EMBER_WS_BINARY`.
+ */
+typedef void (*ember_ws_message_fn)(void *user_data,
+                                    ember_ws ws,
+                                    int32_t kind,
+                                    const uint8_t *data,
+                                    size_t len);
+
+/**
+ * The connection ended: the close code (1005 when the peer sent none, 1006 when it went
+ * without a close frame, 1001 when the server stops) and reason (not NUL-terminated).
+ */
+typedef void (*ember_ws_close_fn)(void *user_data,
+                                  ember_ws ws,
+                                  uint16_t code,
+                                  const char *reason,
+                                  size_t len);
+
+/**
+ * A send refused with `EMBER_ERR_WOULD_BLOCK` may now go through.
+ */
+typedef void (*ember_ws_writable_fn)(void *user_data, ember_ws ws);
+
+/**
+ * The callbacks of a WebSocket path. Set `size` to `sizeof(ember_ws_handlers)`: fields
+ * are only ever appended. `on_open` NULL accepts every upgrade; `on_message` is
+ * required; the others may be NULL. Callbacks of one connection run one at a time, in
+ * order (open, messages, close), where the server's handlers run.
+ */
+typedef struct ember_ws_handlers {
+  size_t size;
+  ember_ws_open_fn on_open;
+  ember_ws_message_fn on_message;
+  ember_ws_close_fn on_close;
+  ember_ws_writable_fn on_writable;
+} ember_ws_handlers;
+
+/**
  * Success.
  */
 #define EMBER_OK 0
@@ -356,6 +522,17 @@ typedef struct ember_stats {
  * Threads or the runtime could not be created, or another I/O failure.
  */
 #define EMBER_ERR_RUNTIME -13
+
+/**
+ * Not now: a write found its queue full, or a read found nothing yet. Nothing was taken;
+ * wait for `EMBER_EVENT_WRITABLE` / `EMBER_EVENT_READABLE` (or a blocking wait) and retry.
+ */
+#define EMBER_ERR_WOULD_BLOCK -14
+
+/**
+ * A streamed request body passed `EMBER_LIMIT_MAX_BODY_BYTES`; the engine answered 413.
+ */
+#define EMBER_ERR_TOO_LARGE -15
 
 #ifdef __cplusplus
 extern "C" {
@@ -549,6 +726,21 @@ ember_result ember_server_route(struct ember_server *server,
                                 ember_release_fn release);
 
 /**
+ * Like `ember_server_route`, with `EMBER_ROUTE_*` flags (0 = none).
+ * `EMBER_ROUTE_STREAM_BODY`: the handler is called once the head is in; `info->body` is
+ * empty, `info->flags` has `EMBER_REQUEST_BODY_STREAMED`, and the body is read with
+ * `ember_request_read` (the body limit and minimum rate still apply; the handler timeout
+ * starts once the body is in). Unknown flags are `EMBER_ERR_INVALID_ARG`.
+ */
+ember_result ember_server_route_flags(struct ember_server *server,
+                                      const char *method,
+                                      const char *pattern,
+                                      uint32_t flags,
+                                      ember_handler_fn handler,
+                                      void *user_data,
+                                      ember_release_fn release);
+
+/**
  * Binds every listen address and starts serving; returns once listening. A bind failure
  * ("address in use") returns `EMBER_ERR_BIND` with the address in the message.
  */
@@ -586,6 +778,148 @@ ember_result ember_server_wait(struct ember_server *server, uint32_t timeout_ms)
 ember_result ember_server_stats(const struct ember_server *server,
                                 struct ember_stats *out_stats,
                                 size_t stats_size);
+
+/**
+ * Starts a streamed answer: `status` (200-999) and `headers` ("Name: value" lines) now,
+ * the body in `ember_response_write` calls: chunked on HTTP/1.1, DATA frames on HTTP/2.
+ * Instead of `ember_request_respond`; same errors. The request's views stay valid until
+ * `ember_response_end`. Headers are copied.
+ */
+ember_result ember_response_begin(ember_request req,
+                                  uint16_t status,
+                                  const char *headers,
+                                  size_t headers_len);
+
+/**
+ * Queues `len` bytes of a streamed answer (copied). `EMBER_ERR_WOULD_BLOCK`: the queue is
+ * over `EMBER_LIMIT_STREAM_QUEUE_BYTES`, nothing was taken. `EMBER_ERR_CLIENT_GONE`: the
+ * client left or the server stopped. Any thread.
+ */
+ember_result ember_response_write(ember_request req, const void *data, size_t len);
+
+/**
+ * Like `ember_response_write`, but lends `data` instead of copying it.
+ *
+ * Ownership: `data` stays lent until `release(release_data)` (NULL is fine) runs, exactly
+ * once, from any thread, whatever this returns (before this returns when the chunk was
+ * not taken, so the caller may write it again).
+ */
+ember_result ember_response_write_nocopy(ember_request req,
+                                         const void *data,
+                                         size_t len,
+                                         ember_release_fn release,
+                                         void *release_data);
+
+/**
+ * Ends a streamed answer once what is queued is sent. The request's views are released;
+ * the handle answers `EMBER_ERR_ALREADY_ANSWERED` from now on.
+ */
+ember_result ember_response_end(ember_request req);
+
+/**
+ * Blocks until a write would be taken (`EMBER_OK`), `timeout_ms` passes
+ * (`EMBER_ERR_WOULD_BLOCK`; `EMBER_WAIT_FOREVER` = no limit), or the stream ended
+ * (`EMBER_ERR_CLIENT_GONE`). `EMBER_ERR_STATE` on an I/O thread (inline dispatch): use
+ * `EMBER_EVENT_WRITABLE` there.
+ */
+ember_result ember_response_wait_writable(ember_request req, uint32_t timeout_ms);
+
+/**
+ * Reads a streamed body (routes registered with `EMBER_ROUTE_STREAM_BODY`) into `buf`.
+ * `*out_n` receives the byte count; 0 with `EMBER_OK` is the end of the body.
+ * `timeout_ms` 0 never blocks (`EMBER_ERR_WOULD_BLOCK` when nothing is there yet;
+ * `EMBER_EVENT_READABLE` follows); otherwise waits up to it (`EMBER_WAIT_FOREVER` = no
+ * limit), never on an I/O thread (`EMBER_ERR_STATE`). A body over the limit:
+ * `EMBER_ERR_TOO_LARGE` (the engine answered 413); too slow: `EMBER_ERR_TIMED_OUT` (408);
+ * the client left: `EMBER_ERR_CLIENT_GONE`. `Expect: 100-continue` is answered at the
+ * first read.
+ */
+ember_result ember_request_read(ember_request req,
+                                void *buf,
+                                size_t cap,
+                                uint32_t timeout_ms,
+                                size_t *out_n);
+
+/**
+ * Calls `event(user_data, req, EMBER_EVENT_*)` for this request from now on, replacing an
+ * earlier registration. The final event (`EMBER_EVENT_ABORTED`: the client left, the
+ * handler timeout answered, the server stopped; or `EMBER_EVENT_COMPLETED`: the whole
+ * answer went out) comes exactly once, last. On a request that already ended, this
+ * returns why (`EMBER_ERR_TIMED_OUT`, `EMBER_ERR_CLIENT_GONE`, `EMBER_ERR_ALREADY_ANSWERED`)
+ * and nothing is called.
+ *
+ * Ownership: `user_data` stays the caller's; it must stay valid until the final event.
+ */
+ember_result ember_request_on_event(ember_request req, ember_event_fn event, void *user_data);
+
+/**
+ * Registers a WebSocket endpoint on `pattern` (route syntax; GET upgrades on HTTP/1.1).
+ * A plain GET there gets 426. Its connections join the group named `pattern`. Before
+ * start only.
+ *
+ * Ownership: `handlers` is copied. On success the engine holds `user_data` and calls
+ * `release` (NULL is fine) exactly once when it no longer needs it (after stop, or at
+ * free); on failure nothing is taken.
+ */
+ember_result ember_server_websocket(struct ember_server *server,
+                                    const char *pattern,
+                                    const struct ember_ws_handlers *handlers,
+                                    void *user_data,
+                                    ember_release_fn release);
+
+/**
+ * Accepts an upgrade seen by `on_open` (any thread, once): the engine answers 101 with
+ * `headers` ("Name: value" lines, e.g. "Sec-WebSocket-Protocol: chat"; NULL/0 for none)
+ * on top of its own. Sends made afterwards are written once the upgrade completes.
+ * Errors as for answering the request (`EMBER_ERR_TIMED_OUT`, `EMBER_ERR_CLIENT_GONE`,
+ * `EMBER_ERR_ALREADY_ANSWERED`).
+ */
+ember_result ember_ws_accept(ember_ws ws, const char *headers, size_t headers_len);
+
+/**
+ * Sends one message, copied once into its frame; any thread. `EMBER_ERR_WOULD_BLOCK`: the
+ * connection's queue is over `EMBER_LIMIT_WS_QUEUE_BYTES`, nothing was taken (wait for
+ * `on_writable`). `EMBER_ERR_CLIENT_GONE`: closed or closing. `EMBER_ERR_STATE`: not
+ * accepted yet. Text must be UTF-8 (`EMBER_ERR_INVALID_ARG`).
+ */
+ember_result ember_ws_send(ember_ws ws, int32_t kind, const void *data, size_t len);
+
+/**
+ * Starts the closing handshake: queued messages go first, then a close frame with
+ * `code` (1000-1003, 1007-1014, 3000-4999) and `reason` (UTF-8, at most 123 bytes;
+ * NULL/0 for none). `on_close` follows when the peer answers (or after 5 s).
+ */
+ember_result ember_ws_close(ember_ws ws, uint16_t code, const char *reason, size_t reason_len);
+
+/**
+ * Adds the connection to the group named `group` (copied); broadcasts to the group reach
+ * it. Joining twice is fine. It leaves every group when it closes.
+ */
+ember_result ember_ws_join(ember_ws ws, const char *group);
+
+/**
+ * Removes the connection from `group` (no error if it was not in it).
+ */
+ember_result ember_ws_leave(ember_ws ws, const char *group);
+
+/**
+ * Bytes queued for the connection and not yet written, into `*out_bytes`.
+ */
+ember_result ember_ws_buffered(ember_ws ws, size_t *out_bytes);
+
+/**
+ * Sends one message to every connection in `group` (a WebSocket route's pattern, or a
+ * name connections joined) except `except` (0 = none). The frame is encoded once and
+ * shared. A connection whose queue is full misses it. `*out_sent` (NULL is fine)
+ * receives how many connections it was queued to. While running only.
+ */
+ember_result ember_server_ws_broadcast(const struct ember_server *server,
+                                       const char *group,
+                                       int32_t kind,
+                                       const void *data,
+                                       size_t len,
+                                       ember_ws except,
+                                       size_t *out_sent);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -31,6 +31,21 @@ pub struct Limits {
     /// Request body bytes one connection may hold buffered at once (all its HTTP/2
     /// streams together); a stream that would pass it is answered 503.
     pub max_conn_body_bytes: u64,
+    /// The body limit of routes that stream their body to the host (they hold a small
+    /// window, not the body, so it can be far above `max_body_bytes`).
+    pub max_stream_body_bytes: u64,
+    /// Bytes a streamed answer may have queued before writes are refused (WouldBlock).
+    pub stream_queue_bytes: usize,
+    /// The largest WebSocket message (and frame) accepted; larger ones close with 1009.
+    pub ws_max_message_bytes: usize,
+    /// Bytes a WebSocket connection may have queued to send before sends are refused;
+    /// also how much received data may wait for the host before reading pauses.
+    pub ws_queue_bytes: usize,
+    /// An idle WebSocket gets a ping this often and is cut if the next one finds no
+    /// answer. Zero turns pings off.
+    pub ws_ping_interval: Duration,
+    /// Open WebSocket connections per route at most; more are answered 503.
+    pub ws_max_connections: usize,
 }
 
 impl Default for Limits {
@@ -48,6 +63,12 @@ impl Default for Limits {
             body_rate_grace: Duration::from_secs(5),
             max_queued: 4096,
             max_conn_body_bytes: 64 * 1024 * 1024,
+            max_stream_body_bytes: 1 << 30,
+            stream_queue_bytes: 256 * 1024,
+            ws_max_message_bytes: 1024 * 1024,
+            ws_queue_bytes: 1024 * 1024,
+            ws_ping_interval: Duration::from_secs(30),
+            ws_max_connections: 100_000,
         }
     }
 }

@@ -24,12 +24,16 @@ pub(crate) struct ConnState {
     pub(crate) at_boundary: AtomicBool,
     /// The last write found the socket full: the peer is not reading what we send.
     pub(crate) write_blocked: AtomicBool,
-    /// Request body bytes this connection holds buffered right now (all streams).
-    body_bytes: AtomicU64,
+    /// Request body bytes this connection holds buffered right now (all streams). Shared
+    /// with the requests' data, which may outlive the connection.
+    body_bytes: Arc<AtomicU64>,
+    /// The connection's slot and its place in the open-connection count: held as long as
+    /// anything (hyper, a WebSocket task) still uses the connection.
+    _open: Box<dyn Send + Sync>,
 }
 
 impl ConnState {
-    pub fn new(remote: String) -> Arc<ConnState> {
+    pub fn new(remote: String, open: Box<dyn Send + Sync>) -> Arc<ConnState> {
         Arc::new(ConnState {
             remote,
             is_h2: AtomicBool::new(false),
@@ -40,7 +44,8 @@ impl ConnState {
             started: AtomicBool::new(false),
             at_boundary: AtomicBool::new(true),
             write_blocked: AtomicBool::new(false),
-            body_bytes: AtomicU64::new(0),
+            body_bytes: Arc::new(AtomicU64::new(0)),
+            _open: open,
         })
     }
 
@@ -87,26 +92,6 @@ impl ConnState {
         self.events.fetch_add(1, Relaxed);
         InFlight { conn: self.clone(), bodiless }
     }
-
-    /// Reserves `n` bytes of the connection's body budget; false (nothing reserved) when
-    /// that would pass `limit`.
-    pub fn reserve_body(&self, n: u64, limit: u64) -> bool {
-        let mut now = self.body_bytes.load(Relaxed);
-        loop {
-            let next = now.saturating_add(n);
-            if next > limit {
-                return false;
-            }
-            match self.body_bytes.compare_exchange_weak(now, next, Relaxed, Relaxed) {
-                Ok(_) => return true,
-                Err(seen) => now = seen,
-            }
-        }
-    }
-
-    pub fn release_body(&self, n: u64) {
-        self.body_bytes.fetch_sub(n, Relaxed);
-    }
 }
 
 /// Marks one request as being handled until dropped.
@@ -129,30 +114,41 @@ impl Drop for InFlight {
 }
 
 /// Body bytes held against a connection's budget, given back when the request's data
-/// is freed.
+/// is freed. It holds the counter only: a request the host keeps does not keep its
+/// connection open or counted.
 pub(crate) struct BodyBudget {
-    conn: Arc<ConnState>,
+    counter: Arc<AtomicU64>,
     bytes: u64,
 }
 
 impl BodyBudget {
-    pub fn new(conn: Arc<ConnState>) -> BodyBudget {
-        BodyBudget { conn, bytes: 0 }
+    pub fn new(conn: &ConnState) -> BodyBudget {
+        BodyBudget { counter: conn.body_bytes.clone(), bytes: 0 }
     }
 
+    /// Reserves `n` more bytes; false (nothing reserved) when that would pass `limit`.
     pub fn take(&mut self, n: u64, limit: u64) -> bool {
-        let ok = self.conn.reserve_body(n, limit);
-        if ok {
-            self.bytes += n;
+        let mut now = self.counter.load(Relaxed);
+        loop {
+            let next = now.saturating_add(n);
+            if next > limit {
+                return false;
+            }
+            match self.counter.compare_exchange_weak(now, next, Relaxed, Relaxed) {
+                Ok(_) => {
+                    self.bytes += n;
+                    return true;
+                }
+                Err(seen) => now = seen,
+            }
         }
-        ok
     }
 }
 
 impl Drop for BodyBudget {
     fn drop(&mut self) {
         if self.bytes > 0 {
-            self.conn.release_body(self.bytes);
+            self.counter.fetch_sub(self.bytes, Relaxed);
         }
     }
 }

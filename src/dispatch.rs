@@ -1,10 +1,19 @@
-//! The callback thread pool (pool dispatch). Threads are long-lived so host runtimes
-//! (Python, .NET) attach each thread once; the start/stop hooks let bindings prepare.
+//! Where host callbacks run. Inline dispatch runs them on the I/O thread; pool dispatch on
+//! a bounded set of long-lived threads (host runtimes such as Python and .NET attach each
+//! thread once; the start/stop hooks let bindings prepare).
+//!
+//! Two kinds of work reach the pool: requests (a bounded queue: a full one is answered 503
+//! by the caller) and callbacks of an ongoing exchange (stream events, WebSocket messages),
+//! which come through a `Mailbox` so that one handle's callbacks run in order and never
+//! at the same time.
 
 use crate::handler::{self, Handler, Request};
 use crate::log::Logger;
 use crate::registry;
-use std::sync::Arc;
+use crossbeam_channel::{Receiver, Sender, TrySendError};
+use parking_lot::Mutex;
+use std::collections::VecDeque;
+use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 
 pub type ThreadHook = Arc<dyn Fn() + Send + Sync>;
@@ -38,47 +47,183 @@ pub(crate) struct Job {
     pub id: u64,
 }
 
-/// The callback threads; jobs arrive on the `Sender` the server hands to its connections.
-/// The queue is bounded (`max_queued`): a full queue is answered 503 by the caller.
-/// When every sender is gone the threads finish what is queued and exit.
+pub(crate) type Callback = Box<dyn FnOnce() + Send>;
+
+enum Mode {
+    Inline,
+    Pool { requests: Sender<Job>, callbacks: Sender<Callback> },
+}
+
+/// What connections and mailboxes hand their work to. Mailboxes hold it weakly: once
+/// the server has stopped, nothing posted afterwards runs.
+pub(crate) struct Dispatcher {
+    pub server_id: u64,
+    mode: Mode,
+    /// The server's limit on a streamed answer's queue, for exchanges made by handle.
+    pub stream_queue: usize,
+}
+
+pub(crate) enum Submit {
+    Queued,
+    Full,
+    Closed,
+}
+
+impl Dispatcher {
+    pub fn inline(server_id: u64, stream_queue: usize) -> Arc<Dispatcher> {
+        Arc::new(Dispatcher { server_id, mode: Mode::Inline, stream_queue })
+    }
+
+    pub fn is_inline(&self) -> bool {
+        matches!(self.mode, Mode::Inline)
+    }
+
+    /// Hands a request to the pool (pool mode only).
+    pub fn submit(&self, job: Job) -> Submit {
+        match &self.mode {
+            Mode::Inline => Submit::Closed,
+            Mode::Pool { requests, .. } => match requests.try_send(job) {
+                Ok(()) => Submit::Queued,
+                Err(TrySendError::Full(_)) => Submit::Full,
+                Err(TrySendError::Disconnected(_)) => Submit::Closed,
+            },
+        }
+    }
+
+    /// Runs a mailbox's drain where this server's callbacks run.
+    fn schedule(&self, mailbox: Arc<Mailbox>) {
+        match &self.mode {
+            Mode::Inline => mailbox.drain(),
+            Mode::Pool { callbacks, .. } => {
+                // The callback queue is unbounded on purpose: every handle posts a bounded
+                // number of events (a final one, and one per refused write or read), and
+                // WebSocket readers stop reading while their mailbox is full.
+                let _ = callbacks.send(Box::new(move || mailbox.drain()));
+            }
+        }
+    }
+}
+
+/// One handle's callbacks, run one at a time in the order posted, on the server's
+/// callback threads (or inline).
+pub(crate) struct Mailbox {
+    dispatcher: Weak<Dispatcher>,
+    server_id: u64,
+    state: Mutex<MailState>,
+}
+
+#[derive(Default)]
+struct MailState {
+    queue: VecDeque<Callback>,
+    running: bool,
+}
+
+impl Mailbox {
+    pub fn new(dispatcher: &Arc<Dispatcher>) -> Arc<Mailbox> {
+        Arc::new(Mailbox { dispatcher: Arc::downgrade(dispatcher), server_id: dispatcher.server_id, state: Mutex::default() })
+    }
+
+    /// Queues a callback; it runs after every callback posted before it.
+    pub fn post(self: &Arc<Self>, job: Callback) {
+        let Some(dispatcher) = self.dispatcher.upgrade() else { return };
+        {
+            let mut st = self.state.lock();
+            st.queue.push_back(job);
+            if st.running {
+                return;
+            }
+            st.running = true;
+        }
+        dispatcher.schedule(self.clone());
+    }
+
+    fn drain(self: &Arc<Self>) {
+        loop {
+            let job = {
+                let mut st = self.state.lock();
+                match st.queue.pop_front() {
+                    Some(job) => job,
+                    None => {
+                        st.running = false;
+                        return;
+                    }
+                }
+            };
+            crate::inside::within(self.server_id, || drop(std::panic::catch_unwind(std::panic::AssertUnwindSafe(job))));
+        }
+    }
+}
+
+/// The callback threads. When the dispatcher is dropped (the server stopped), they
+/// finish what is queued and exit.
 pub(crate) struct Pool {
     threads: Vec<JoinHandle<()>>,
 }
 
 impl Pool {
-    pub fn start(size: usize, queue: usize, server_id: u64, hooks: Hooks, log: Logger) -> std::io::Result<(Pool, crossbeam_channel::Sender<Job>)> {
-        let (tx, rx) = crossbeam_channel::bounded::<Job>(queue.max(1));
+    pub fn start(size: usize, queue: usize, stream_queue: usize, server_id: u64, hooks: Hooks, log: Logger) -> std::io::Result<(Pool, Arc<Dispatcher>)> {
+        let (req_tx, req_rx) = crossbeam_channel::bounded::<Job>(queue.max(1));
+        let (cb_tx, cb_rx) = crossbeam_channel::unbounded::<Callback>();
         let mut pool = Pool { threads: Vec::with_capacity(size) };
         for n in 0..size {
-            let rx = rx.clone();
+            let (req_rx, cb_rx) = (req_rx.clone(), cb_rx.clone());
             let (hooks, log) = (hooks.clone(), log.clone());
             let spawned = std::thread::Builder::new().name(format!("ember-cb-{n}")).spawn(move || {
                 crate::inside::mark_engine_thread(server_id);
                 hooks.start();
-                for job in rx.iter() {
-                    // The client may have left (or the server stopped) while the job queued.
-                    if let Some(data) = registry::deliver(job.id) {
-                        handler::invoke(server_id, &job.handler, &Request { data }, &log);
-                    }
-                }
+                work(server_id, &req_rx, &cb_rx, &log);
                 hooks.stop();
             });
             match spawned {
                 Ok(t) => pool.threads.push(t),
                 Err(e) => {
-                    drop(tx);
+                    drop((req_tx, cb_tx));
                     pool.join();
                     return Err(e);
                 }
             }
         }
-        Ok((pool, tx))
+        let dispatcher = Arc::new(Dispatcher { server_id, mode: Mode::Pool { requests: req_tx, callbacks: cb_tx }, stream_queue });
+        Ok((pool, dispatcher))
     }
 
-    /// Waits for the threads; call once every sender is dropped.
+    /// Waits for the threads; call once the dispatcher is dropped.
     pub fn join(&mut self) {
         for t in self.threads.drain(..) {
             let _ = t.join();
+        }
+    }
+}
+
+/// A pool thread: callbacks of ongoing exchanges first (they free resources and keep
+/// streams moving), then new requests; until both queues are closed and empty.
+fn work(server_id: u64, requests: &Receiver<Job>, callbacks: &Receiver<Callback>, log: &Logger) {
+    let run_request = |job: Job| {
+        // The client may have left (or the server stopped) while the job queued.
+        if let Some(data) = registry::deliver(job.id) {
+            handler::invoke(server_id, &job.handler, &Request { data }, log);
+        }
+    };
+    let (mut requests_open, mut callbacks_open) = (true, true);
+    while requests_open || callbacks_open {
+        if let Ok(cb) = callbacks.try_recv() {
+            cb();
+            continue;
+        }
+        match (requests_open, callbacks_open) {
+            (true, true) => crossbeam_channel::select! {
+                recv(callbacks) -> cb => match cb { Ok(cb) => cb(), Err(_) => callbacks_open = false },
+                recv(requests) -> job => match job { Ok(job) => run_request(job), Err(_) => requests_open = false },
+            },
+            (true, false) => match requests.recv() {
+                Ok(job) => run_request(job),
+                Err(_) => requests_open = false,
+            },
+            (false, true) => match callbacks.recv() {
+                Ok(cb) => cb(),
+                Err(_) => callbacks_open = false,
+            },
+            (false, false) => {}
         }
     }
 }

@@ -2,31 +2,39 @@
 //! the router, which runs each registration's release callback.
 
 use crate::config::Limits;
-use crate::dispatch::Job;
+use crate::dispatch::Dispatcher;
 use crate::log::Logger;
 use crate::router::Router;
 use crate::stats::Counters;
 use std::sync::Arc;
 
-/// Where a request's callback runs.
-pub(crate) enum Target {
-    Inline,
-    Pool(crossbeam_channel::Sender<Job>),
-}
-
 pub(crate) struct Run {
     pub server_id: u64,
     pub router: Router,
     pub limits: Limits,
-    pub target: Target,
+    /// Where host callbacks run. Only `Run` holds it strongly, so dropping the last
+    /// `Run` at stop closes the pool's queues.
+    pub dispatcher: Arc<Dispatcher>,
     pub counters: Arc<Counters>,
     pub log: Logger,
     pub http1: hyper::server::conn::http1::Builder,
+    #[cfg(feature = "http2")]
     pub http2: hyper::server::conn::http2::Builder<hyper_util::rt::TokioExecutor>,
+    /// Turns true when the server stops (WebSocket tasks close with 1001).
+    pub shutdown: tokio::sync::watch::Receiver<bool>,
+    pub hub: Arc<crate::ws::Hub>,
 }
 
 impl Run {
-    pub fn new(server_id: u64, router: Router, limits: Limits, target: Target, counters: Arc<Counters>, log: Logger) -> Run {
+    pub fn new(
+        server_id: u64,
+        router: Router,
+        limits: Limits,
+        dispatcher: Arc<Dispatcher>,
+        counters: Arc<Counters>,
+        log: Logger,
+        shutdown: tokio::sync::watch::Receiver<bool>,
+    ) -> Run {
         let mut http1 = hyper::server::conn::http1::Builder::new();
         // pipeline_flush stays off: with it hyper 1.12 drops its automatic 400/431 answers.
         http1
@@ -35,9 +43,25 @@ impl Run {
             .max_buf_size(limits.max_header_bytes.max(8192) * 2)
             .max_header_size(limits.max_header_bytes)
             .max_headers(limits.max_headers);
-        let mut http2 = hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new());
-        // The header list limit is a u32 in HTTP/2; a larger limit means "as large as it goes".
-        http2.max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX));
-        Run { server_id, router, limits, target, counters, log, http1, http2 }
+        #[cfg(feature = "http2")]
+        let http2 = {
+            let mut http2 = hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new());
+            // The header list limit is a u32 in HTTP/2; a larger limit means "as large as it goes".
+            http2.max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX));
+            http2
+        };
+        Run {
+            server_id,
+            router,
+            limits,
+            dispatcher,
+            counters,
+            log,
+            http1,
+            #[cfg(feature = "http2")]
+            http2,
+            shutdown,
+            hub: Arc::default(),
+        }
     }
 }

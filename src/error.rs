@@ -19,6 +19,11 @@ pub enum ErrorKind {
     BufferTooSmall,
     Panic,
     Runtime,
+    /// A queue is full (a write) or empty (a read): nothing was taken or given; an event
+    /// says when to try again.
+    WouldBlock,
+    /// A streamed request body passed the body limit; the engine answered 413.
+    TooLarge,
 }
 
 /// An error kind with a message written for the person reading the log.

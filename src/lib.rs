@@ -11,9 +11,12 @@ mod conn;
 mod connstate;
 mod dispatch;
 mod engine;
+pub mod exchange;
 pub mod error;
 pub mod ffi;
 pub mod handler;
+mod handles;
+mod inbox;
 mod inside;
 mod listener;
 pub mod log;
@@ -26,12 +29,16 @@ pub mod server;
 mod service;
 mod signals;
 pub mod stats;
+mod stream;
+pub mod streaming;
+pub mod ws;
 
 pub use config::{Dispatch, Limits};
 pub use dispatch::Hooks;
 pub use error::{Error, ErrorKind, Result};
 pub use handler::{respond, Handler, Request};
 pub use server::Server;
+pub use exchange::{Event, EventSink};
 pub use stats::Stats;
 
 /// The crate version, also returned by `ember_version()`.

@@ -27,6 +27,9 @@ fn bind(spec: &Listen) -> io::Result<std::net::TcpListener> {
     use socket2::{Domain, Protocol, Socket, Type};
     let addr = spec.addr;
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    // On Windows SO_REUSEADDR lets a second socket take over a port already listened on;
+    // its default (no reuse) is what unix gets from SO_REUSEADDR here.
+    #[cfg(unix)]
     socket.set_reuse_address(true)?;
     if spec.reuse_port {
         reuse_port(&socket)?;
@@ -94,8 +97,8 @@ pub(crate) async fn accept_loop(listener: tokio::net::TcpListener, run: Arc<Run>
                 run.counters.total_connections.fetch_add(1, Relaxed);
                 run.counters.active_connections.fetch_add(1, Relaxed);
                 tokio::spawn(async move {
-                    let _open = OpenConnection(run.clone(), permit);
-                    conn::serve(stream, remote, run, shutdown).await;
+                    let open = Box::new(OpenConnection(run.counters.clone(), permit));
+                    conn::serve(stream, remote, run, shutdown, open).await;
                 });
             }
             Err(e) if per_connection(&e) => continue,
@@ -117,10 +120,12 @@ pub(crate) async fn accept_loop(listener: tokio::net::TcpListener, run: Arc<Run>
 }
 
 /// Holds a connection slot (the permit) and the open-connection count while alive.
-struct OpenConnection(Arc<Run>, #[allow(dead_code)] tokio::sync::OwnedSemaphorePermit);
+/// Holds the counters, not the server's `Run`: a connection kept by a WebSocket task must
+/// not keep the server's dispatcher alive.
+struct OpenConnection(Arc<crate::stats::Counters>, #[allow(dead_code)] tokio::sync::OwnedSemaphorePermit);
 
 impl Drop for OpenConnection {
     fn drop(&mut self) {
-        self.0.counters.active_connections.fetch_sub(1, Relaxed);
+        self.0.active_connections.fetch_sub(1, Relaxed);
     }
 }

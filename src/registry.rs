@@ -4,6 +4,7 @@
 //! path through here can touch freed memory, whatever integer the host passes.
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::exchange::Exchange;
 use crate::request::{Answer, RequestData};
 use parking_lot::Mutex;
 use std::collections::VecDeque;
@@ -21,6 +22,8 @@ enum State {
     /// `seen`: the host was handed the handle (its handler ran or is running). Until then
     /// the host cannot hold the handle, so an expiry frees everything at once.
     Pending { tx: Option<oneshot::Sender<Answer>>, data: Option<Arc<RequestData>>, seen: bool },
+    /// The answer is being streamed; the host writes until it ends it.
+    Streaming { data: Option<Arc<RequestData>> },
     Answered,
     TimedOut(Option<Arc<RequestData>>),
     Gone(Option<Arc<RequestData>>),
@@ -30,6 +33,8 @@ struct Slot {
     generation: u32,
     server: u64,
     state: State,
+    /// Events, a streamed answer or body: made only when the request needs them.
+    ex: Option<Arc<Exchange>>,
 }
 
 #[derive(Default)]
@@ -71,9 +76,10 @@ pub(crate) fn begin(server: u64) -> (u64, oneshot::Receiver<Answer>) {
         slot.generation = slot.generation.wrapping_add(1).max(1);
         slot.state = state;
         slot.server = server;
+        slot.ex = None;
         index
     } else {
-        shard.slots.push(Slot { generation: 1, server, state });
+        shard.slots.push(Slot { generation: 1, server, state, ex: None });
         (shard.slots.len() - 1) as u32
     };
     let generation = shard.slots[index as usize].generation;
@@ -88,6 +94,15 @@ pub(crate) fn attach(id: u64, request: Arc<RequestData>, seen: bool) {
             *data = Some(request);
             *s = seen;
         }
+        Ok(())
+    })
+    .ok();
+}
+
+/// Gives a request its exchange up front (routes that stream their body).
+pub(crate) fn attach_exchange(id: u64, ex: Arc<Exchange>) {
+    with_slot(id, |slot| {
+        slot.ex = Some(ex);
         Ok(())
     })
     .ok();
@@ -118,23 +133,68 @@ fn with_slot<T>(id: u64, f: impl FnOnce(&mut Slot) -> Result<T>) -> Result<T> {
 fn not_pending(id: u64, state: &State) -> Error {
     match state {
         State::Answered => Error::new(ErrorKind::AlreadyAnswered, format!("request {id:#x} was already answered")),
+        State::Streaming { .. } => Error::new(ErrorKind::AlreadyAnswered, format!("request {id:#x} is already answering with a stream")),
         State::TimedOut(_) => Error::new(ErrorKind::TimedOut, format!("request {id:#x} was already answered by the handler timeout")),
         _ => Error::new(ErrorKind::ClientGone, format!("request {id:#x}: the client disconnected or the server stopped")),
     }
 }
 
-/// The request's data while it is still waiting for its answer.
+/// The request's data while the host may still use it (waiting for its answer, or
+/// streaming it).
 pub(crate) fn data(id: u64) -> Result<Arc<RequestData>> {
     with_slot(id, |slot| match &slot.state {
-        State::Pending { data: Some(d), .. } => Ok(d.clone()),
+        State::Pending { data: Some(d), .. } | State::Streaming { data: Some(d) } => Ok(d.clone()),
         state => Err(not_pending(id, state)),
     })
+}
+
+/// The request's exchange, made on first use, while the request is waiting or streaming.
+/// A request that ended without the host reports why (and releases its data: the host
+/// has been told).
+pub(crate) fn exchange(id: u64) -> Result<Arc<Exchange>> {
+    let (shard_no, index, generation) = split(id).ok_or_else(|| invalid(id))?;
+    let mut shard = TABLE.shards[shard_no].lock();
+    let slot = match shard.slots.get_mut(index) {
+        Some(slot) if slot.generation == generation => slot,
+        _ => return Err(invalid(id)),
+    };
+    match &slot.state {
+        State::Pending { .. } | State::Streaming { .. } => {}
+        _ => {
+            let err = not_pending(id, &slot.state);
+            let freed = acknowledge(slot);
+            if freed {
+                shard.free.push_back(index as u32);
+            }
+            return Err(err);
+        }
+    }
+    if let Some(ex) = &slot.ex {
+        return Ok(ex.clone());
+    }
+    let dispatcher = crate::exchange::dispatcher_of(slot.server)
+        .ok_or_else(|| Error::new(ErrorKind::ClientGone, format!("request {id:#x}: the server stopped")))?;
+    let ex = Exchange::new(id, &dispatcher);
+    slot.ex = Some(ex.clone());
+    Ok(ex)
+}
+
+/// The host learned that its request ended without it: release what was kept for it.
+/// True if the slot may be reused.
+fn acknowledge(slot: &mut Slot) -> bool {
+    match &mut slot.state {
+        State::TimedOut(data) | State::Gone(data) => {
+            slot.ex = None;
+            data.take().is_some()
+        }
+        _ => false,
+    }
 }
 
 /// Moves a pending request on, handing back its sender. A request that ended without
 /// the host's answer (timeout, gone) keeps its data if the host has seen the handle: the
 /// host's next answer attempt releases it. One the host never saw is freed at once.
-fn retire(id: u64, to_answered: bool, timed_out: bool) -> Result<Option<oneshot::Sender<Answer>>> {
+fn retire(id: u64, to: Retire) -> Result<(Option<oneshot::Sender<Answer>>, Option<Arc<Exchange>>)> {
     let (shard_no, index, generation) = split(id).ok_or_else(|| invalid(id))?;
     let mut shard = TABLE.shards[shard_no].lock();
     let slot = match shard.slots.get_mut(index) {
@@ -145,21 +205,34 @@ fn retire(id: u64, to_answered: bool, timed_out: bool) -> Result<Option<oneshot:
     let (result, reusable) = match old {
         State::Pending { tx, data, seen } => {
             let data = if seen { data } else { None };
-            let keeps_data = !to_answered && data.is_some();
-            if !to_answered {
-                slot.state = if timed_out { State::TimedOut(data) } else { State::Gone(data) };
-            }
-            (Ok(tx), !keeps_data)
+            let ex = slot.ex.clone();
+            let reusable = match to {
+                Retire::Answer => {
+                    slot.ex = None;
+                    true
+                }
+                Retire::Stream => {
+                    slot.state = State::Streaming { data };
+                    false
+                }
+                Retire::TimedOut | Retire::Gone => {
+                    let keeps = data.is_some();
+                    slot.state = if to == Retire::TimedOut { State::TimedOut(data) } else { State::Gone(data) };
+                    if !keeps {
+                        slot.ex = None;
+                    }
+                    !keeps
+                }
+            };
+            (Ok((tx, ex)), reusable)
         }
         // The host's answer attempt on a request that ended without it: report why, and
         // release the data it no longer needs.
-        State::TimedOut(data) if to_answered => {
-            slot.state = State::TimedOut(None);
-            (Err(not_pending(id, &slot.state)), data.is_some())
-        }
-        State::Gone(data) if to_answered => {
-            slot.state = State::Gone(None);
-            (Err(not_pending(id, &slot.state)), data.is_some())
+        other @ (State::TimedOut(_) | State::Gone(_)) if matches!(to, Retire::Answer | Retire::Stream) => {
+            let err = not_pending(id, &other);
+            slot.state = other;
+            let freed = acknowledge(slot);
+            (Err(err), freed)
         }
         // An expiry that lost the race changes nothing.
         other => {
@@ -174,6 +247,14 @@ fn retire(id: u64, to_answered: bool, timed_out: bool) -> Result<Option<oneshot:
     result
 }
 
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Retire {
+    Answer,
+    Stream,
+    TimedOut,
+    Gone,
+}
+
 /// Releases what the host never answered once its server has stopped.
 pub(crate) fn purge_server(server: u64) {
     for shard in &TABLE.shards {
@@ -183,10 +264,11 @@ pub(crate) fn purge_server(server: u64) {
             if slot.server != server {
                 continue;
             }
-            if let State::TimedOut(data) | State::Gone(data) = &mut slot.state {
-                if data.take().is_some() {
-                    freed.push(index as u32);
-                }
+            if let State::Streaming { data } = &mut slot.state {
+                slot.state = State::Gone(data.take());
+            }
+            if acknowledge(slot) {
+                freed.push(index as u32);
             }
         }
         shard.free.extend(freed);
@@ -195,19 +277,91 @@ pub(crate) fn purge_server(server: u64) {
 
 /// Takes the right to answer: after this, every other answer is refused.
 pub(crate) fn claim(id: u64) -> Result<Claim> {
-    let tx = retire(id, true, false)?.ok_or_else(|| invalid(id))?;
-    Ok(Claim { id, tx })
+    let (tx, ex) = retire(id, Retire::Answer)?;
+    Ok(Claim { id, tx: tx.ok_or_else(|| invalid(id))?, ex })
+}
+
+/// Takes the right to answer with a stream: the request stays open for writes.
+pub(crate) fn claim_stream(id: u64) -> Result<(Claim, Arc<Exchange>)> {
+    // Make the exchange first (it needs the slot's server); then move to streaming.
+    let ex = exchange(id)?;
+    let (tx, _) = retire(id, Retire::Stream)?;
+    Ok((Claim { id, tx: tx.ok_or_else(|| invalid(id))?, ex: Some(ex.clone()) }, ex))
+}
+
+/// The exchange of a request that is streaming its answer, for a write or its end.
+pub(crate) fn streaming(id: u64) -> Result<Arc<Exchange>> {
+    let (shard_no, index, generation) = split(id).ok_or_else(|| invalid(id))?;
+    let mut shard = TABLE.shards[shard_no].lock();
+    let slot = match shard.slots.get_mut(index) {
+        Some(slot) if slot.generation == generation => slot,
+        _ => return Err(invalid(id)),
+    };
+    match (&slot.state, &slot.ex) {
+        (State::Streaming { .. }, Some(ex)) => Ok(ex.clone()),
+        (State::Pending { .. }, _) => {
+            Err(Error::new(ErrorKind::State, format!("request {id:#x} has not begun a streamed answer (ember_response_begin)")))
+        }
+        (state, _) => {
+            let err = not_pending(id, state);
+            if acknowledge(slot) {
+                shard.free.push_back(index as u32);
+            }
+            Err(err)
+        }
+    }
+}
+
+/// The host ended its streamed answer: its views are released.
+pub(crate) fn end_stream(id: u64) -> Result<Arc<Exchange>> {
+    let (shard_no, index, generation) = split(id).ok_or_else(|| invalid(id))?;
+    let mut shard = TABLE.shards[shard_no].lock();
+    let slot = match shard.slots.get_mut(index) {
+        Some(slot) if slot.generation == generation => slot,
+        _ => return Err(invalid(id)),
+    };
+    match (&slot.state, slot.ex.take()) {
+        (State::Streaming { .. }, Some(ex)) => {
+            slot.state = State::Answered;
+            shard.free.push_back(index as u32);
+            Ok(ex)
+        }
+        (state, ex) => {
+            let err = match state {
+                State::Pending { .. } => Error::new(ErrorKind::State, format!("request {id:#x} has not begun a streamed answer")),
+                _ => not_pending(id, state),
+            };
+            slot.ex = ex;
+            if !matches!(slot.state, State::Pending { .. }) && acknowledge(slot) {
+                shard.free.push_back(index as u32);
+            }
+            Err(err)
+        }
+    }
+}
+
+/// A streamed answer ended without the host's end (client gone, server stopped).
+pub(crate) fn stream_aborted(id: u64) {
+    with_slot(id, |slot| {
+        if let State::Streaming { data } = &mut slot.state {
+            slot.state = State::Gone(data.take());
+        }
+        Ok(())
+    })
+    .ok();
 }
 
 /// The one answer a request may still receive.
 pub(crate) struct Claim {
     id: u64,
     tx: oneshot::Sender<Answer>,
+    ex: Option<Arc<Exchange>>,
 }
 
 impl Claim {
-    pub fn send(self, answer: Answer) -> Result<()> {
+    pub fn send(self, mut answer: Answer) -> Result<()> {
         let id = self.id;
+        answer.ex = self.ex;
         self.tx.send(answer).map_err(|_| not_pending(id, &State::Gone(None)))
     }
 }
@@ -217,10 +371,18 @@ pub(crate) fn answer(id: u64, answer: Answer) -> Result<()> {
     claim(id)?.send(answer)
 }
 
-/// Ends a request the host did not answer: `timed_out` or the client went away.
-/// Returns false if the host's answer won the race.
+/// Ends a request the host did not answer: `timed_out` or the client went away. The
+/// host hears `Aborted`. Returns false if the host's answer won the race.
 pub(crate) fn expire(id: u64, timed_out: bool) -> bool {
-    retire(id, false, timed_out).is_ok()
+    match retire(id, if timed_out { Retire::TimedOut } else { Retire::Gone }) {
+        Ok((_, ex)) => {
+            if let Some(ex) = ex {
+                ex.abort();
+            }
+            true
+        }
+        Err(_) => false,
+    }
 }
 
 #[cfg(test)]
@@ -267,6 +429,8 @@ mod tests {
             params: &[],
             body: Bytes::new(),
             http_version: 11,
+            content_length: None,
+            flags: 0,
         }));
         attach(id, data.clone(), true);
         assert!(expire(id, false));
@@ -296,6 +460,8 @@ mod tests {
             params: &[],
             body: Bytes::from_static(b"queued body"),
             http_version: 11,
+            content_length: None,
+            flags: 0,
         }));
         let (id, _rx) = begin(79);
         attach(id, data.clone(), false);

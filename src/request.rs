@@ -70,6 +70,12 @@ pub struct RequestInfo {
     pub param_count: usize,
     /// 10, 11 or 20.
     pub http_version: u32,
+    /// The body's declared length (Content-Length); -1 when the client did not say
+    /// (chunked, HTTP/2 without it) or sent no body.
+    pub content_length: i64,
+    /// `EMBER_REQUEST_BODY_STREAMED`: the body is not in `body`; read it with
+    /// `ember_request_read`. `EMBER_REQUEST_WEBSOCKET`: a WebSocket upgrade request.
+    pub flags: u32,
 }
 
 /// The host's answer, validated and ready for hyper.
@@ -80,11 +86,16 @@ pub struct Answer {
     /// A Content-Length the host stated itself. Only an answer to HEAD uses it (the size
     /// of what GET would send); otherwise the engine counts the body.
     pub declared_len: Option<u64>,
+    /// The request's exchange, if it has one: a streamed answer's queue, the host's
+    /// event callback.
+    pub(crate) ex: Option<std::sync::Arc<crate::exchange::Exchange>>,
+    /// The body comes from the exchange's stream, not from `body`.
+    pub(crate) streamed: bool,
 }
 
 impl Answer {
     pub fn new(status: u16, headers: HeaderMap, body: Bytes) -> Answer {
-        Answer { status, headers, body, declared_len: None }
+        Answer { status, headers, body, declared_len: None, ex: None, streamed: false }
     }
 }
 
@@ -117,6 +128,8 @@ pub struct Parts<'a> {
     pub params: &'a [(String, String)],
     pub body: Bytes,
     pub http_version: u32,
+    pub content_length: Option<u64>,
+    pub flags: u32,
 }
 
 /// An append-only text block sized exactly up front, so it never reallocates and a view
@@ -171,6 +184,8 @@ impl RequestData {
             params: if params.is_empty() { std::ptr::null() } else { params.as_ptr() },
             param_count: params.len(),
             http_version: p.http_version,
+            content_length: p.content_length.and_then(|n| i64::try_from(n).ok()).unwrap_or(-1),
+            flags: p.flags,
         };
         RequestData { _text: text, body: p.body, headers, params, info, _budget: None, _held: None }
     }

@@ -71,7 +71,7 @@ pub fn check_status(status: u16) -> Result<()> {
 pub fn answer(status: u16, header_block: &[u8], body: Bytes) -> Result<Answer> {
     check_status(status)?;
     let (headers, declared_len) = parse_head(header_block)?;
-    Ok(Answer { status, headers, body, declared_len })
+    Ok(Answer { declared_len, ..Answer::new(status, headers, body) })
 }
 
 /// A short plain-text answer the engine gives on its own (404, 413, 503 ...).

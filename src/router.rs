@@ -4,16 +4,33 @@
 use crate::error::{Error, ErrorKind, Result};
 use crate::handler::Handler;
 use http::Method;
+use std::sync::Arc;
+
+/// What a route leads to.
+#[derive(Clone)]
+pub enum Endpoint {
+    /// A handler. `stream_body`: the host reads the body in pieces instead of getting it
+    /// whole.
+    Http { handler: Handler, stream_body: bool },
+    /// A WebSocket endpoint: the upgrade request goes to its open callback.
+    WebSocket(Arc<crate::ws::WsRoute>),
+}
+
+impl Endpoint {
+    pub fn handler(handler: Handler) -> Endpoint {
+        Endpoint::Http { handler, stream_body: false }
+    }
+}
 
 struct PathEntry {
     pattern: String,
-    any: Option<Handler>,
-    methods: Vec<(Method, Handler)>,
+    any: Option<Endpoint>,
+    methods: Vec<(Method, Endpoint)>,
 }
 
 /// What a request resolved to.
 pub enum Match<'a> {
-    Found { handler: &'a Handler, route: &'a str, params: Vec<(String, String)> },
+    Found { endpoint: &'a Endpoint, route: &'a str, params: Vec<(String, String)> },
     MethodNotAllowed { allow: String },
     NotFound,
 }
@@ -31,7 +48,7 @@ impl Router {
 
     /// `method` None means any method. Non-ASCII literal text is matched in its
     /// percent-encoded form, as it arrives on the wire.
-    pub fn add(&mut self, method: Option<Method>, pattern: &str, handler: Handler) -> Result<()> {
+    pub fn add(&mut self, method: Option<Method>, pattern: &str, handler: Endpoint) -> Result<()> {
         if !pattern.starts_with('/') {
             return Err(Error::new(ErrorKind::Route, format!("route pattern {pattern:?} must start with '/'")));
         }
@@ -78,9 +95,9 @@ impl Router {
             .or_else(|| if *method == Method::HEAD { by_method(&Method::GET) } else { None })
             .or(entry.any.as_ref());
         match handler {
-            Some(handler) => {
+            Some(endpoint) => {
                 let params = found.params.iter().map(|(k, v)| (k.to_owned(), percent_decode(v))).collect();
-                Match::Found { handler, route: &entry.pattern, params }
+                Match::Found { endpoint, route: &entry.pattern, params }
             }
             None => Match::MethodNotAllowed { allow: allow_list(entry) },
         }
@@ -158,7 +175,11 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
-    fn h() -> Handler {
+    fn h() -> Endpoint {
+        Endpoint::handler(handler())
+    }
+
+    fn handler() -> Handler {
         Arc::new(|_req| {})
     }
 

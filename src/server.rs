@@ -2,14 +2,14 @@
 //! process; each owns its tokio runtime and callback pool.
 
 use crate::config::{Config, Dispatch, Limits, Listen};
-use crate::dispatch::{Hooks, Pool};
-use crate::engine::{Run, Target};
+use crate::dispatch::{Dispatcher, Hooks, Pool};
+use crate::engine::Run;
 use crate::error::{Error, ErrorKind, Result};
 use crate::handler::Handler;
 use crate::inside;
 use crate::listener;
 use crate::log::Logger;
-use crate::router::Router;
+use crate::router::{Endpoint, Router};
 use crate::stats::{Counters, Stats};
 use http::Method;
 use parking_lot::{Condvar, Mutex};
@@ -114,7 +114,30 @@ impl Server {
 
     /// `method` None = any method.
     pub fn route(&self, method: Option<Method>, pattern: &str, handler: Handler) -> Result<()> {
-        self.configure(|_, r, _| r.add(method, pattern, handler))
+        self.route_to(method, pattern, Endpoint::handler(handler))
+    }
+
+    /// A route to any endpoint: a handler that reads its body in pieces, a WebSocket.
+    pub fn route_to(&self, method: Option<Method>, pattern: &str, endpoint: Endpoint) -> Result<()> {
+        self.configure(|_, r, _| r.add(method, pattern, endpoint))
+    }
+
+    /// A WebSocket endpoint on `pattern` (GET upgrades). Its connections join the group
+    /// named by the pattern.
+    pub fn websocket(&self, pattern: &str, route: Arc<crate::ws::WsRoute>) -> Result<()> {
+        self.route_to(Some(Method::GET), pattern, Endpoint::WebSocket(route.clone()))?;
+        let _ = route.pattern.set(pattern.to_owned());
+        Ok(())
+    }
+
+    /// Sends one message to every connection in `group` (a route pattern, or a name
+    /// connections joined), except `except` (0 = none). The frame is encoded once.
+    pub fn broadcast(&self, group: &str, kind: crate::ws::Kind, data: &[u8], except: u64) -> Result<crate::ws::Broadcast> {
+        let hub = match &*self.phase.lock() {
+            Phase::Running(r) => r.run.hub.clone(),
+            _ => return Err(Error::new(ErrorKind::State, "broadcast: the server is not running")),
+        };
+        Ok(hub.broadcast(group, &crate::ws::encode(kind, data), except))
     }
 
     pub fn stats(&self) -> Stats {
@@ -167,21 +190,24 @@ impl Server {
             .enable_all()
             .on_thread_start(move || {
                 inside::mark_engine_thread(id);
+                inside::mark_io_thread();
                 start_hook.start()
             })
             .on_thread_stop(move || stop_hook.stop())
             .build()
             .map_err(runtime_error)?;
         let limits = config.limits.clone();
-        let (pool, target) = match config.dispatch {
-            Dispatch::Inline => (None, Target::Inline),
+        let (pool, dispatcher) = match config.dispatch {
+            Dispatch::Inline => (None, Dispatcher::inline(self.id, limits.stream_queue_bytes)),
             Dispatch::Pool => {
-                let (pool, tx) = Pool::start(config.pool_size(), limits.max_queued, self.id, hooks, log.clone()).map_err(runtime_error)?;
-                (Some(pool), Target::Pool(tx))
+                let (pool, dispatcher) =
+                    Pool::start(config.pool_size(), limits.max_queued, limits.stream_queue_bytes, self.id, hooks, log.clone()).map_err(runtime_error)?;
+                (Some(pool), dispatcher)
             }
         };
-        let run = Arc::new(Run::new(self.id, router, limits.clone(), target, self.counters.clone(), log.clone()));
         let (shutdown, shutdown_rx) = watch::channel(false);
+        crate::exchange::register_server(&dispatcher);
+        let run = Arc::new(Run::new(self.id, router, limits.clone(), dispatcher, self.counters.clone(), log.clone(), shutdown_rx.clone()));
         let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
         for std_listener in listeners {
             let _enter = runtime.enter();
@@ -263,6 +289,7 @@ impl Server {
         if let Some(pool) = pool.as_mut() {
             pool.join();
         }
+        crate::exchange::unregister_server(self.id);
         crate::registry::purge_server(self.id);
         log.info(&format!("server {} stopped", self.id));
     }

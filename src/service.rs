@@ -1,15 +1,21 @@
-//! One request: limits, routing, handing it to the host, waiting for the answer.
+//! One request: limits, routing, the body (whole, or streamed to the host), handing it to
+//! the host, waiting for the answer (whole, streamed, or a WebSocket accept).
 
 use crate::body;
 use crate::connstate::{BodyBudget, ConnState, InFlight};
-use crate::dispatch::Job;
-use crate::engine::{Run, Target};
-use crate::handler::{self, Request};
+use crate::dispatch::{Job, Mailbox, Submit};
+use crate::engine::Run;
+use crate::exchange::Exchange;
+use crate::handler::{self, Handler, Request};
+use crate::inbox::{self, InError, Inbox};
 use crate::registry;
 use crate::reply::Reply;
 use crate::request::{Answer, Parts, RequestData};
 use crate::response::canned;
-use crate::router::Match;
+use crate::router::{Endpoint, Match};
+use crate::stream::StreamBody;
+use crate::ws::{self, UpgradeCheck, WsConn};
+use bytes::Bytes;
 use http::header::{HeaderValue, ALLOW, CONNECTION, CONTENT_LENGTH};
 use http::{Method, Version};
 use hyper::body::Incoming;
@@ -18,6 +24,11 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use tokio::sync::oneshot;
 
+/// `ember_request_info.flags`: the body is read with `ember_request_read`.
+pub const FLAG_BODY_STREAMED: u32 = 1;
+/// `ember_request_info.flags`: a WebSocket upgrade request.
+pub const FLAG_WEBSOCKET: u32 = 2;
+
 pub(crate) async fn handle(run: Arc<Run>, conn: Arc<ConnState>, req: http::Request<Incoming>) -> Result<http::Response<Reply>, Infallible> {
     let bodiless = !req.headers().contains_key(http::header::TRANSFER_ENCODING)
         && req.headers().get(CONTENT_LENGTH).is_none_or(|v| v.as_bytes() == b"0");
@@ -25,43 +36,74 @@ pub(crate) async fn handle(run: Arc<Run>, conn: Arc<ConnState>, req: http::Reque
     run.counters.requests.fetch_add(1, Relaxed);
     let head_only = req.method() == Method::HEAD;
     let is_h2 = req.version() == Version::HTTP_2;
-    let answer = answer(&run, &conn, req).await;
+    let (answer, upgrade) = answer(&run, &conn, req).await;
     run.counters.status(answer.status);
+    if let Some((ws, on_upgrade)) = upgrade {
+        let limits = ws::WsLimits {
+            max_message: run.limits.ws_max_message_bytes,
+            ping_interval: run.limits.ws_ping_interval,
+            stall: run.limits.idle_timeout.max(std::time::Duration::from_secs(1)),
+        };
+        tokio::spawn(ws::run(ws, on_upgrade, limits, run.shutdown.clone(), conn.clone()));
+    }
     Ok(to_response(answer, head_only, is_h2, in_flight))
 }
 
-async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incoming>) -> Answer {
-    let (parts, body) = req.into_parts();
+type Upgrade = Option<(Arc<WsConn>, hyper::upgrade::OnUpgrade)>;
+
+async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incoming>) -> (Answer, Upgrade) {
+    let (mut parts, body) = req.into_parts();
     if !host_header_ok(&parts) {
-        return canned(400, true);
+        return (canned(400, true), None);
     }
     // hyper counts HTTP/1 headers itself (431); HTTP/2 only limits the list's size.
     if parts.headers.len() > run.limits.max_headers {
-        return canned(431, true);
+        return (canned(431, true), None);
     }
-    let (handler, route, params) = match run.router.find(&parts.method, parts.uri.path()) {
-        Match::Found { handler, route, params } => (handler.clone(), route, params),
-        Match::NotFound => return canned(404, false),
+    let (endpoint, route, params) = match run.router.find(&parts.method, parts.uri.path()) {
+        Match::Found { endpoint, route, params } => (endpoint.clone(), route, params),
+        Match::NotFound => return (canned(404, false), None),
         Match::MethodNotAllowed { allow } => {
             let mut a = canned(405, false);
             if let Ok(v) = HeaderValue::from_str(&allow) {
                 a.headers.insert(ALLOW, v);
             }
-            return a;
+            return (a, None);
         }
     };
+    let ws_route = match &endpoint {
+        Endpoint::WebSocket(r) => match ws::check_upgrade(&parts.method, parts.version, &parts.headers) {
+            UpgradeCheck::Valid(_) if r.connections() >= run.limits.ws_max_connections => return (busy(), None),
+            UpgradeCheck::Valid(accept) => Some((r.clone(), accept)),
+            UpgradeCheck::NotUpgrade => return (upgrade_required(), None),
+            UpgradeCheck::Bad(426, _) => return (upgrade_required(), None),
+            UpgradeCheck::Bad(status, why) => {
+                let mut a = canned(status, true);
+                a.body = Bytes::from(format!("{status} {why}\n"));
+                return (a, None);
+            }
+        },
+        Endpoint::Http { .. } => None,
+    };
+    let stream_body = matches!(endpoint, Endpoint::Http { stream_body: true, .. });
     let declared = parts.headers.get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > run.limits.max_body_bytes) {
+    let body_limit = if stream_body { run.limits.max_stream_body_bytes } else { run.limits.max_body_bytes };
+    if declared.is_some_and(|n| n > body_limit) {
         // Refuse before reading; closing keeps the unread body from being taken as a request.
-        return canned(413, true);
+        return (canned(413, true), None);
     }
-    let mut budget = BodyBudget::new(conn.clone());
-    let body = match body::read_all(body, &run.limits, &mut budget).await {
-        Ok(b) => b,
-        Err(e) => return e.answer(),
+    let mut budget = BodyBudget::new(conn);
+    let (body, streamed) = if stream_body {
+        (Bytes::new(), Some((body, Inbox::new())))
+    } else {
+        match body::read_all(body, &run.limits, &mut budget).await {
+            Ok(b) => (b, None),
+            Err(e) => return (e.answer(), None),
+        }
     };
     let (id, rx) = registry::begin(run.server_id);
     let pending = Pending(id);
+    let flags = if streamed.is_some() { FLAG_BODY_STREAMED } else { 0 } | if ws_route.is_some() { FLAG_WEBSOCKET } else { 0 };
     let data = Arc::new(
         RequestData::new(Parts {
             id,
@@ -78,27 +120,95 @@ async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incomi
                 Version::HTTP_2 => 20,
                 _ => 11,
             },
+            content_length: declared,
+            flags,
         })
         .with_accounting(budget, crate::stats::Held::new(&run.counters)),
     );
     run.counters.active_requests.fetch_add(1, Relaxed);
     let _active = ActiveRequest(run.clone());
-    match &run.target {
-        Target::Inline => {
+
+    let inbox = streamed.map(|(incoming, inbox)| {
+        let ex = Exchange::new(id, &run.dispatcher);
+        let _ = ex.inbox.set(inbox.clone());
+        registry::attach_exchange(id, ex.clone());
+        tokio::spawn(pump_body(incoming, inbox.clone(), ex, run.clone()));
+        inbox
+    });
+
+    let ws_conn = match (&endpoint, ws_route) {
+        (Endpoint::WebSocket(_), Some((route, accept))) => {
+            let mailbox = Mailbox::new(&run.dispatcher);
+            let ws = WsConn::open(id, route, run.hub.clone(), mailbox.clone(), run.limits.ws_queue_bytes);
             registry::attach(id, data.clone(), true);
-            handler::invoke(run.server_id, &handler, &Request { data }, &run.log);
+            // The open callback runs through the connection's mailbox, so that no message
+            // callback can overtake it.
+            let (on_open, ws_id, server_id, log) = (ws.route().on_open.clone(), ws.id, run.server_id, run.log.clone());
+            let open: Handler = Arc::new(move |r: &Request| on_open(ws_id, r));
+            let request = Request { data };
+            mailbox.post(Box::new(move || handler::invoke(server_id, &open, &request, &log)));
+            Some((ws, accept))
         }
-        Target::Pool(tx) => {
-            registry::attach(id, data, false);
-            if let Err(e) = tx.try_send(Job { handler, id }) {
-                if e.is_full() {
-                    run.log.warn(&format!("request {id:#x}: all {} queue places for the pool are taken, answered 503", run.limits.max_queued));
-                }
-                return busy();
+        (Endpoint::Http { handler, .. }, _) => {
+            if let Some(a) = dispatch(run, id, handler.clone(), data) {
+                return (a, None);
             }
+            None
+        }
+        _ => None,
+    };
+
+    let mut answer = wait(run, pending, rx, inbox.as_deref()).await;
+    let upgrade = match ws_conn {
+        Some((ws, accept)) if answer.status == 101 => match parts.extensions.remove::<hyper::upgrade::OnUpgrade>() {
+            Some(on_upgrade) => {
+                ws::switching_headers(&mut answer.headers, accept);
+                Some((ws, on_upgrade))
+            }
+            None => {
+                ws.abandon();
+                return (canned(500, true), None);
+            }
+        },
+        Some((ws, _)) => {
+            ws.abandon();
+            None
+        }
+        None => None,
+    };
+    (answer, upgrade)
+}
+
+/// Hands a request to its handler (inline now, or queued for the pool). An answer when
+/// the pool cannot take it.
+fn dispatch(run: &Run, id: u64, handler: Handler, data: Arc<RequestData>) -> Option<Answer> {
+    if run.dispatcher.is_inline() {
+        registry::attach(id, data.clone(), true);
+        handler::invoke(run.server_id, &handler, &Request { data }, &run.log);
+        return None;
+    }
+    registry::attach(id, data, false);
+    match run.dispatcher.submit(Job { handler, id }) {
+        Submit::Queued => None,
+        Submit::Full => {
+            run.log.warn(&format!("request {id:#x}: all {} queue places for the pool are taken, answered 503", run.limits.max_queued));
+            Some(busy())
+        }
+        Submit::Closed => Some(busy()),
+    }
+}
+
+/// Moves a streamed body to its reader; over the limit or too slow, the engine answers
+/// (413, 408) unless the host already did, in which case a streamed answer is cut.
+async fn pump_body(incoming: Incoming, inbox: Arc<Inbox>, ex: Arc<Exchange>, run: Arc<Run>) {
+    let Some(error) = inbox::pump(incoming, inbox.clone(), ex.clone(), run.limits.clone()).await else { return };
+    let status = if error == InError::TooLarge { 413 } else { 408 };
+    if registry::answer(ex.id, canned(status, true)).is_err() {
+        if let Some(out) = ex.outbox.get() {
+            out.close();
         }
     }
-    wait(run, pending, rx).await
+    inbox.fail_reader(error, &ex);
 }
 
 /// The pool's queue is full (or the pool is gone): the client may try again shortly.
@@ -108,9 +218,24 @@ fn busy() -> Answer {
     a
 }
 
-async fn wait(run: &Run, pending: Pending, mut rx: oneshot::Receiver<Answer>) -> Answer {
+/// A plain request to a WebSocket route, or an unsupported WebSocket version.
+fn upgrade_required() -> Answer {
+    let mut a = canned(426, false);
+    a.headers.insert(http::header::UPGRADE, HeaderValue::from_static("websocket"));
+    a.headers.insert(http::header::SEC_WEBSOCKET_VERSION, HeaderValue::from_static("13"));
+    a
+}
+
+async fn wait(run: &Run, pending: Pending, mut rx: oneshot::Receiver<Answer>, inbox: Option<&Inbox>) -> Answer {
     if let Ok(a) = rx.try_recv() {
         return a;
+    }
+    // A handler reading its body in pieces gets the handler timeout once the body is in.
+    if let Some(inbox) = inbox {
+        tokio::select! {
+            a = &mut rx => return a.unwrap_or_else(|_| canned(503, false)),
+            _ = inbox.wait_finished() => {}
+        }
     }
     let limit = run.limits.handler_timeout;
     let outcome = if limit.is_zero() {
@@ -154,24 +279,32 @@ impl Drop for ActiveRequest {
 }
 
 fn to_response(answer: Answer, head_only: bool, is_h2: bool, in_flight: InFlight) -> http::Response<Reply> {
-    let Answer { status, mut headers, body, declared_len } = answer;
+    let Answer { status, mut headers, body, declared_len, ex, streamed } = answer;
     if is_h2 {
         // Connection-specific headers are forbidden in HTTP/2 (RFC 9113 §8.2.2).
         headers.remove(CONNECTION);
     }
-    let body = if head_only {
-        // HTTP/2 would send a HEAD body as given; the length still tells the client the
-        // size. A host answering HEAD itself may state the size of what GET would send.
-        let len = match declared_len {
-            Some(n) if body.is_empty() => n,
-            _ => body.len() as u64,
-        };
-        headers.insert(CONTENT_LENGTH, HeaderValue::from(len));
-        bytes::Bytes::new()
-    } else {
-        body
+    let out = if streamed { ex.as_ref().and_then(|e| e.outbox.get().cloned()) } else { None };
+    let reply = match (out, ex) {
+        (Some(out), Some(ex)) if !head_only => Reply::Stream(StreamBody::new(out, ex, Some(in_flight))),
+        (Some(out), _) => {
+            // HEAD: what the host streams is dropped; its end completes the exchange.
+            out.set_discard();
+            Reply::full(Bytes::new(), Some(in_flight), None)
+        }
+        (None, ex) if head_only => {
+            // HTTP/2 would send a HEAD body as given; the length still tells the client the
+            // size. A host answering HEAD itself may state the size of what GET would send.
+            let len = match declared_len {
+                Some(n) if body.is_empty() => n,
+                _ => body.len() as u64,
+            };
+            headers.insert(CONTENT_LENGTH, HeaderValue::from(len));
+            Reply::full(Bytes::new(), Some(in_flight), ex)
+        }
+        (None, ex) => Reply::full(body, Some(in_flight), ex),
     };
-    let mut resp = http::Response::new(Reply::full(body, Some(in_flight)));
+    let mut resp = http::Response::new(reply);
     *resp.status_mut() = http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
     *resp.headers_mut() = headers;
     resp

@@ -30,5 +30,8 @@ tests/run_python.sh
 step ".NET (Mono): binding tests + conformance"
 tests/run_dotnet.sh
 
+step "ASP.NET host (System.Web) and OWIN: sample site + conformance"
+tests/run_aspnet.sh
+
 echo
 echo "all test suites passed"

@@ -13,6 +13,19 @@
 
 #include "ember.h"
 
+#ifdef _WIN32
+/* Windows: Ctrl+C, Ctrl+Break and closing the console stop the server gracefully. */
+#include <windows.h>
+static HANDLE stop_event;
+static volatile LONG stop_reason;
+
+static BOOL WINAPI on_console_event(DWORD type) {
+    InterlockedExchange(&stop_reason, (LONG)type + 1);
+    SetEvent(stop_event);
+    return TRUE; /* handled: main returns once the server stopped */
+}
+#endif
+
 /* ---- a growable byte buffer; on out-of-memory it just stops growing and says so ---- */
 
 typedef struct {
@@ -314,7 +327,9 @@ static int parse_uint(const char *s, unsigned long max, unsigned long *out) {
 
 int main(int argc, char **argv) {
     ember_server *server = NULL;
+#ifndef _WIN32
     sigset_t stop_signals;
+#endif
     unsigned long port = 8080, workers = 0;
     int32_t dispatch = EMBER_DISPATCH_POOL;
     const char *env;
@@ -333,6 +348,13 @@ int main(int argc, char **argv) {
     env = getenv("EMBER_WORKERS");
     if (env && !parse_uint(env, 1024, &workers)) { fprintf(stderr, "EMBER_WORKERS must be 0..1024\n"); return 2; }
 
+#ifdef _WIN32
+    stop_event = CreateEventA(NULL, TRUE, FALSE, NULL);
+    if (!stop_event || !SetConsoleCtrlHandler(on_console_event, TRUE)) {
+        fprintf(stderr, "ember_ref: cannot install the console handler\n");
+        return 1;
+    }
+#else
     /* Blocked before the engine starts its threads, so they inherit the mask and the
      * signal waits for sigwait below instead of killing the process mid-request. */
     sigemptyset(&stop_signals);
@@ -342,6 +364,7 @@ int main(int argc, char **argv) {
     /* A client hanging up mid-answer must not kill the process; say so ourselves rather
      * than rely on the engine noticing the default disposition. */
     signal(SIGPIPE, SIG_IGN);
+#endif
 
     TRY("server_new", ember_server_new(&server));
     snprintf(addr, sizeof addr, "127.0.0.1:%lu", port);
@@ -367,8 +390,14 @@ int main(int argc, char **argv) {
     printf("listening on http://127.0.0.1:%u\n", (unsigned)bound);
     fflush(stdout);
 
+#ifdef _WIN32
+    WaitForSingleObject(stop_event, INFINITE);
+    sig = (int)stop_reason - 1;
+    fprintf(stderr, "ember_ref: console event %d, stopping\n", sig);
+#else
     while (sigwait(&stop_signals, &sig) != 0) {}
     fprintf(stderr, "ember_ref: signal %d, stopping\n", sig);
+#endif
     rc = ember_server_stop(server, 5000);
     if (rc != EMBER_OK) log_failure("stop", rc); /* free below still force-closes */
     rc = ember_server_free(server);

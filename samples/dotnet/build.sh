@@ -13,5 +13,6 @@ for app in EmberRef Hello; do
     $CSC -nologo -optimize+ -langversion:7 -r:"$lib/Ember.dll" -out:"$here/$app.exe" "$here/$app.cs"
 done
 cp "$lib/Ember.dll" "$lib/Ember.dll.config" "$here/"
+if [ -f "$lib/libember_mono.so" ]; then cp "$lib/libember_mono.so" "$here/"; fi
 if [ -f "$root/target/release/libember.so" ]; then cp "$root/target/release/libember.so" "$here/"; fi
 echo "built $here/EmberRef.exe $here/Hello.exe"

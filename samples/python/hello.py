@@ -1,3 +1,5 @@
+import sys
+
 import ember
 
 app = ember.Server()
@@ -8,4 +10,4 @@ def hello(req):
     return {"hello": req.params["name"]}
 
 
-app.run(8080)  # Ctrl+C stops it gracefully
+app.run(int(sys.argv[1]) if len(sys.argv) > 1 else 8080)  # Ctrl+C stops it gracefully

@@ -26,8 +26,8 @@ use watchdog::{check, tick, Clock, Verdict};
 const POLITE_GRACE: Duration = Duration::from_secs(1);
 
 /// Serves one TCP connection until it closes, the watchdog ends it, or the runtime stops.
-pub(crate) async fn serve(stream: TcpStream, remote: SocketAddr, run: Arc<Run>, shutdown: watch::Receiver<bool>) {
-    let state = ConnState::new(remote.to_string());
+pub(crate) async fn serve(stream: TcpStream, remote: SocketAddr, run: Arc<Run>, shutdown: watch::Receiver<bool>, open: Box<dyn Send + Sync>) {
+    let state = ConnState::new(remote.to_string(), open);
     let raw = rawsock::raw_of(&stream);
     let polite = Arc::new(Notify::new());
     let mut clock = Clock::new();
@@ -95,14 +95,20 @@ where
         hyper::service::service_fn(move |req| service::handle(run.clone(), state.clone(), req))
     };
     if is_h2 {
-        let conn = run.http2.serve_connection(io, svc);
-        tokio::pin!(conn);
-        until_done(conn.as_mut(), &mut shutdown, &polite, |c| c.graceful_shutdown()).await;
-    } else {
-        let conn = run.http1.serve_connection(io, svc);
-        tokio::pin!(conn);
-        until_done(conn.as_mut(), &mut shutdown, &polite, |c| c.graceful_shutdown()).await;
+        #[cfg(feature = "http2")]
+        {
+            let conn = run.http2.serve_connection(io, svc);
+            tokio::pin!(conn);
+            until_done(conn.as_mut(), &mut shutdown, &polite, |c| c.graceful_shutdown()).await;
+        }
+        // Built without HTTP/2 (the minimal library): a prior-knowledge client is closed.
+        #[cfg(not(feature = "http2"))]
+        drop((io, svc));
+        return;
     }
+    let conn = run.http1.serve_connection(io, svc).with_upgrades();
+    tokio::pin!(conn);
+    until_done(conn.as_mut(), &mut shutdown, &polite, |c| c.graceful_shutdown()).await;
 }
 
 /// Polls a connection to the end, asking it to finish gracefully when the server stops

@@ -5,8 +5,8 @@ use super::types::ember_result;
 /// The ABI version; bumped when functions are added (nothing is ever removed).
 /// 2: `ember_request_info` and `ember_stats` start with their size, `ember_request_get_info`
 /// and `ember_server_stats` take the caller's struct size, `ember_server_listen_flags`,
-/// limits 8-11.
-pub const EMBER_ABI_VERSION: u32 = 2;
+/// limits 8-11. 3: streamed answers and bodies, request events, WebSocket, limits 12-17.
+pub const EMBER_ABI_VERSION: u32 = 3;
 
 /// Success.
 pub const EMBER_OK: ember_result = 0;
@@ -36,6 +36,11 @@ pub const EMBER_ERR_BUFFER_TOO_SMALL: ember_result = -11;
 pub const EMBER_ERR_PANIC: ember_result = -12;
 /// Threads or the runtime could not be created, or another I/O failure.
 pub const EMBER_ERR_RUNTIME: ember_result = -13;
+/// Not now: a write found its queue full, or a read found nothing yet. Nothing was taken;
+/// wait for `EMBER_EVENT_WRITABLE` / `EMBER_EVENT_READABLE` (or a blocking wait) and retry.
+pub const EMBER_ERR_WOULD_BLOCK: ember_result = -14;
+/// A streamed request body passed `EMBER_LIMIT_MAX_BODY_BYTES`; the engine answered 413.
+pub const EMBER_ERR_TOO_LARGE: ember_result = -15;
 
 /// Handlers run on the I/O worker thread: fastest; a handler must not block.
 pub const EMBER_DISPATCH_INLINE: i32 = 0;
@@ -67,8 +72,49 @@ pub const EMBER_LIMIT_MAX_QUEUED: i32 = 10;
 /// (default 64 MiB, never less than the body limit) → 503 and close.
 pub const EMBER_LIMIT_MAX_CONN_BODY_BYTES: i32 = 11;
 
+/// Bytes a streamed answer may have queued before writes are refused
+/// (`EMBER_ERR_WOULD_BLOCK`; default 262144).
+pub const EMBER_LIMIT_STREAM_QUEUE_BYTES: i32 = 12;
+/// The largest WebSocket message (and frame) received (default 1 MiB) → close 1009.
+pub const EMBER_LIMIT_WS_MAX_MESSAGE_BYTES: i32 = 13;
+/// Bytes a WebSocket may have queued to send before sends are refused (default 1 MiB); also
+/// how much received data may wait for the host before the engine stops reading.
+pub const EMBER_LIMIT_WS_QUEUE_BYTES: i32 = 14;
+/// An idle WebSocket is pinged this often, in ms, and cut when a ping goes unanswered
+/// until the next (default 30000). 0 = no pings.
+pub const EMBER_LIMIT_WS_PING_INTERVAL_MS: i32 = 15;
+/// Open WebSocket connections per route at most (default 100000) → 503.
+pub const EMBER_LIMIT_WS_MAX_CONNECTIONS: i32 = 16;
+
+/// The body limit of routes registered with `EMBER_ROUTE_STREAM_BODY` (default 1 GiB) →
+/// 413. They hold a small window, not the body, so it may be far above
+/// `EMBER_LIMIT_MAX_BODY_BYTES`.
+pub const EMBER_LIMIT_MAX_STREAM_BODY_BYTES: i32 = 17;
+
 /// `ember_server_listen_flags`: SO_REUSEPORT, several processes share the port.
 pub const EMBER_LISTEN_REUSE_PORT: u32 = 1;
+
+/// `ember_server_route_flags`: the handler reads the body in pieces (`ember_request_read`).
+pub const EMBER_ROUTE_STREAM_BODY: u32 = 1;
+
+/// `ember_request_info.flags`: the body is read with `ember_request_read`, not in `body`.
+pub const EMBER_REQUEST_BODY_STREAMED: u32 = 1;
+/// `ember_request_info.flags`: a WebSocket upgrade request (seen by `on_open`).
+pub const EMBER_REQUEST_WEBSOCKET: u32 = 2;
+
+/// Events (`ember_event_fn`): a refused write may now go through.
+pub const EMBER_EVENT_WRITABLE: i32 = 1;
+/// A read that found nothing may now find data, the end, or an error.
+pub const EMBER_EVENT_READABLE: i32 = 2;
+/// Final: the client left, the handler timeout answered, or the server stopped.
+pub const EMBER_EVENT_ABORTED: i32 = 3;
+/// Final: the whole answer was handed to the connection.
+pub const EMBER_EVENT_COMPLETED: i32 = 4;
+
+/// A WebSocket text message (UTF-8, checked by the engine on receipt).
+pub const EMBER_WS_TEXT: i32 = 1;
+/// A WebSocket binary message.
+pub const EMBER_WS_BINARY: i32 = 2;
 
 pub const EMBER_LOG_ERROR: i32 = 1;
 pub const EMBER_LOG_WARN: i32 = 2;

@@ -92,6 +92,8 @@ result_codes! {
     BufferTooSmall => EMBER_ERR_BUFFER_TOO_SMALL,
     Panic => EMBER_ERR_PANIC,
     Runtime => EMBER_ERR_RUNTIME,
+    WouldBlock => EMBER_ERR_WOULD_BLOCK,
+    TooLarge => EMBER_ERR_TOO_LARGE,
 }
 
 /// A stable name for a result code ("EMBER_OK", "EMBER_ERR_NULL", ...;

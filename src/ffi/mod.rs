@@ -10,4 +10,6 @@ pub mod constants;
 pub mod errors;
 pub mod request;
 pub mod server;
+pub mod stream;
 pub mod types;
+pub mod ws;

@@ -92,27 +92,6 @@ fn deliver(req: ember_request, status: u16, headers: *const c_char, headers_len:
     registry::claim(req)?.send(crate::request::Answer { body: body(), ..answer })
 }
 
-/// The host's body buffer, handed back through its release callback when hyper is done.
-struct ForeignBody {
-    ptr: *const u8,
-    len: usize,
-    _release: Release,
-}
-
-// SAFETY: the host hands the buffer over for the engine's use from any thread.
-unsafe impl Send for ForeignBody {}
-unsafe impl Sync for ForeignBody {}
-
-impl AsRef<[u8]> for ForeignBody {
-    fn as_ref(&self) -> &[u8] {
-        if self.len == 0 {
-            return &[];
-        }
-        // SAFETY: checked non-NULL at construction; valid until release runs.
-        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
-    }
-}
-
 /// Like `ember_request_respond`, but the body is not copied.
 ///
 /// Ownership: `body` is lent until `release(release_data)` (NULL is fine) is called. It
@@ -131,9 +110,7 @@ pub unsafe extern "C" fn ember_request_respond_nocopy(
 ) -> ember_result {
     let owner = Release::new(release, UserData(release_data));
     guard(move || {
-        let checked: Result<&[u8]> = args::bytes(body.cast(), body_len, "body");
-        let foreign = ForeignBody { ptr: body.cast(), len: if checked.is_ok() { body_len } else { 0 }, _release: owner };
-        checked?;
+        let foreign = ForeignBody::lend(body.cast(), body_len, owner)?;
         deliver(req, status, headers, headers_len, || Bytes::from_owner(foreign))
     })
 }

@@ -24,7 +24,7 @@ pub struct ember_server {
     server: Arc<Server>,
 }
 
-fn get<'a>(p: *const ember_server) -> Result<&'a Arc<Server>> {
+pub(crate) fn get<'a>(p: *const ember_server) -> Result<&'a Arc<Server>> {
     non_null(p, "server").map(|s| &s.server)
 }
 
@@ -164,6 +164,27 @@ pub unsafe extern "C" fn ember_server_set_limit(server: *mut ember_server, limit
                 let v = positive("max connection body bytes", 1)?;
                 s.set_limits(|l| Ok(l.max_conn_body_bytes = v))
             }
+            EMBER_LIMIT_MAX_STREAM_BODY_BYTES => {
+                let v = positive("max streamed body bytes", 1)?;
+                s.set_limits(|l| Ok(l.max_stream_body_bytes = v))
+            }
+            EMBER_LIMIT_STREAM_QUEUE_BYTES => {
+                let v = small(positive("stream queue bytes", 1)?);
+                s.set_limits(|l| Ok(l.stream_queue_bytes = v))
+            }
+            EMBER_LIMIT_WS_MAX_MESSAGE_BYTES => {
+                let v = small(positive("WebSocket max message bytes", 1)?);
+                s.set_limits(|l| Ok(l.ws_max_message_bytes = v))
+            }
+            EMBER_LIMIT_WS_QUEUE_BYTES => {
+                let v = small(positive("WebSocket queue bytes", 1)?);
+                s.set_limits(|l| Ok(l.ws_queue_bytes = v))
+            }
+            EMBER_LIMIT_WS_PING_INTERVAL_MS => s.set_limits(|l| Ok(l.ws_ping_interval = ms)),
+            EMBER_LIMIT_WS_MAX_CONNECTIONS => {
+                let v = small(positive("WebSocket connections per route", 1)?);
+                s.set_limits(|l| Ok(l.ws_max_connections = v))
+            }
             _ => Err(Error::new(ErrorKind::InvalidArg, format!("limit {limit} is unknown"))),
         }
     })
@@ -237,7 +258,28 @@ pub unsafe extern "C" fn ember_server_route(
     user_data: *mut c_void,
     release: ember_release_fn,
 ) -> ember_result {
+    unsafe { ember_server_route_flags(server, method, pattern, 0, handler, user_data, release) }
+}
+
+/// Like `ember_server_route`, with `EMBER_ROUTE_*` flags (0 = none).
+/// `EMBER_ROUTE_STREAM_BODY`: the handler is called once the head is in; `info->body` is
+/// empty, `info->flags` has `EMBER_REQUEST_BODY_STREAMED`, and the body is read with
+/// `ember_request_read` (the body limit and minimum rate still apply; the handler timeout
+/// starts once the body is in). Unknown flags are `EMBER_ERR_INVALID_ARG`.
+#[no_mangle]
+pub unsafe extern "C" fn ember_server_route_flags(
+    server: *mut ember_server,
+    method: *const c_char,
+    pattern: *const c_char,
+    flags: u32,
+    handler: ember_handler_fn,
+    user_data: *mut c_void,
+    release: ember_release_fn,
+) -> ember_result {
     guard(|| {
+        if flags & !EMBER_ROUTE_STREAM_BODY != 0 {
+            return Err(Error::new(ErrorKind::InvalidArg, format!("route flags {flags:#x} include unknown bits")));
+        }
         let s = get(server)?;
         let method = if method.is_null() { "*" } else { c_str(method, "method")? };
         let method = match method {
@@ -255,7 +297,8 @@ pub unsafe extern "C" fn ember_server_route(
             // SAFETY: the host's callback, its pointer, and an info struct that outlives the call.
             unsafe { f(ud.0, req.id(), req.data().info()) }
         });
-        s.route(method, pattern, host).inspect_err(|_| release.disarm())
+        let endpoint = crate::router::Endpoint::Http { handler: host, stream_body: flags & EMBER_ROUTE_STREAM_BODY != 0 };
+        s.route_to(method, pattern, endpoint).inspect_err(|_| release.disarm())
     })
 }
 

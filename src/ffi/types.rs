@@ -65,3 +65,34 @@ impl Drop for Release {
         }
     }
 }
+
+/// The host's body buffer, handed back through its release callback when hyper is done.
+pub(crate) struct ForeignBody {
+    ptr: *const u8,
+    len: usize,
+    _release: Release,
+}
+
+// SAFETY: the host hands the buffer over for the engine's use from any thread.
+unsafe impl Send for ForeignBody {}
+unsafe impl Sync for ForeignBody {}
+
+impl AsRef<[u8]> for ForeignBody {
+    fn as_ref(&self) -> &[u8] {
+        if self.len == 0 {
+            return &[];
+        }
+        // SAFETY: checked non-NULL at construction; valid until release runs.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}
+
+impl ForeignBody {
+    /// Takes a lent buffer; on a bad pointer/length the release still runs (on drop).
+    pub(crate) fn lend(ptr: *const u8, len: usize, release: Release) -> crate::error::Result<ForeignBody> {
+        let checked = super::args::bytes(ptr, len, "body").map(|_| ());
+        let foreign = ForeignBody { ptr, len: if checked.is_ok() { len } else { 0 }, _release: release };
+        checked.map(|_| foreign)
+    }
+}
+

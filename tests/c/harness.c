@@ -2,19 +2,14 @@
 
 #include "harness.h"
 
-#include <arpa/inet.h>
+#include "portable.h"
 #include <errno.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/socket.h>
-#include <sys/time.h>
 #include <time.h>
-#include <unistd.h>
 
 static int passed, failed, test_failed;
 static const char *current = "";
@@ -46,13 +41,45 @@ int h_check_str(const char *got, size_t got_len, const char *want, const char *e
     return 0;
 }
 
+#ifdef _WIN32
+/* Windows has no alarm(): a thread ends the process when a test runs past its deadline. */
+static volatile LONG64 deadline_ms;
+
+static void *watchdog_main(void *arg) {
+    (void)arg;
+    for (;;) {
+        LONG64 d = InterlockedCompareExchange64(&deadline_ms, 0, 0);
+        if (d != 0 && (LONG64)now_ms() > d) {
+            fprintf(stderr, "FAIL [%s] watchdog: the test hung\n", current);
+            fflush(stderr);
+            _exit(3);
+        }
+        Sleep(200);
+    }
+    return NULL;
+}
+
+static void watchdog(unsigned seconds) {
+    static int started;
+    if (!started) {
+        pthread_t t;
+        WSADATA wsa;
+        WSAStartup(MAKEWORD(2, 2), &wsa);
+        started = pthread_create(&t, NULL, watchdog_main, NULL) == 0;
+    }
+    InterlockedExchange64(&deadline_ms, seconds ? (LONG64)(now_ms() + seconds * 1000u) : 0);
+}
+#else
+static void watchdog(unsigned seconds) { alarm(seconds); }
+#endif
+
 void h_run(const char *name, void (*fn)(void)) {
     uint64_t t0 = now_ms();
     current = name;
     test_failed = 0;
-    alarm(60);
+    watchdog(60);
     fn();
-    alarm(0);
+    watchdog(0);
     printf("%s %s (%lu ms)\n", test_failed ? "not ok" : "ok", name, (unsigned long)(now_ms() - t0));
     fflush(stdout);
 }
@@ -113,7 +140,11 @@ uint16_t start_server(ember_server *s) {
 
 int http_connect(uint16_t port) {
     struct sockaddr_in a;
+#ifdef _WIN32
+    DWORD tv;
+#else
     struct timeval tv;
+#endif
     int one = 1;
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     if (fd < 0) return -1;
@@ -122,10 +153,14 @@ int http_connect(uint16_t port) {
     a.sin_port = htons(port);
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     /* Long enough for the slowest test, short enough that a hung engine fails the test. */
+#ifdef _WIN32
+    tv = 15000; /* Winsock takes milliseconds as a DWORD */
+#else
     tv.tv_sec = 15;
     tv.tv_usec = 0;
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+#endif
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, (const void *)&tv, sizeof tv);
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, (const void *)&one, sizeof one);
     if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) { close(fd); return -1; }
     return fd;
 }

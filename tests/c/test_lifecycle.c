@@ -2,12 +2,9 @@
  * handler, freeing with work in flight, release callbacks. */
 #define _POSIX_C_SOURCE 200809L
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
+#include "portable.h"
 #include <stdio.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include "harness.h"
 

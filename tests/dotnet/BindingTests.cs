@@ -34,7 +34,7 @@ namespace EmberTests
         public static void Native_version_and_abi_are_readable()
         {
             Assert.True(!string.IsNullOrEmpty(EmberServer.NativeVersion), "version");
-            Assert.Equal(2u, EmberServer.NativeAbiVersion, "abi version");
+            Assert.Equal(3u, EmberServer.NativeAbiVersion, "abi version");
         }
 
         [Test]

@@ -19,6 +19,8 @@ namespace EmberTests
                 case "exit-inflight": return ExitInFlight();
                 case "exit-from-handler": return ExitFromHandler();
                 case "exit-inflight-inline": return ExitInFlightInline();
+                case "exit-blocked-pool": return ExitBlocked(EmberDispatch.Pool);
+                case "exit-blocked-inline": return ExitBlocked(EmberDispatch.Inline);
                 default: Console.Error.WriteLine("unknown child mode " + mode); return 3;
             }
         }
@@ -60,6 +62,25 @@ namespace EmberTests
                 t.Start();
             }
             Thread.Sleep(300);
+            return 0;
+        }
+
+        /// <summary>Main returns while a handler is blocked for a minute: process exit must
+        /// unwind it (abort) so the server stops and no engine thread is left to call into the
+        /// runtime; the handler's finally block tells the parent it was unwound.</summary>
+        static int ExitBlocked(EmberDispatch dispatch)
+        {
+            var s = new EmberServer(new EmberOptions { Dispatch = dispatch, LogLevel = EmberLogLevel.Debug });
+            s.Log += (o, e) => { };   // log callbacks during exit must not reach user code
+            var entered = new ManualResetEventSlim();
+            s.MapGet("/block", ctx =>
+            {
+                try { entered.Set(); Thread.Sleep(60000); ctx.Response.Text("late"); }
+                finally { Console.Error.WriteLine("handler unwound"); }
+            });
+            int port = s.Start(0);
+            Task.Run(() => { try { Http.Get(port, "/block"); } catch { } });
+            if (!entered.Wait(10000)) return 4;
             return 0;
         }
 

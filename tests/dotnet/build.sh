@@ -9,5 +9,6 @@ if command -v mcs >/dev/null 2>&1; then CSC=mcs; else CSC=csc; fi
 mkdir -p "$here/bin"
 $CSC -nologo -debug+ -langversion:7 -r:"$lib/Ember.dll" -r:System.Core.dll -out:"$here/bin/EmberTests.exe" "$here"/*.cs
 cp "$lib/Ember.dll" "$lib/Ember.dll.config" "$here/bin/"
+if [ -f "$lib/libember_mono.so" ]; then cp "$lib/libember_mono.so" "$here/bin/"; fi
 if [ -f "$root/target/release/libember.so" ]; then cp "$root/target/release/libember.so" "$here/bin/"; fi
 echo "built $here/bin/EmberTests.exe"

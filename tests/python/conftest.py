@@ -6,7 +6,8 @@ import pytest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BINDING = os.path.join(ROOT, "bindings", "python")
-if BINDING not in sys.path:
+# EMBER_TEST_INSTALLED=1 (scripts/wheel.sh): test the installed package, not the checkout.
+if os.environ.get("EMBER_TEST_INSTALLED") != "1" and BINDING not in sys.path:
     sys.path.insert(0, BINDING)
 
 import ember  # noqa: E402

@@ -18,7 +18,8 @@ namespace Ember
     public sealed unsafe class EmberRequest
     {
         EmberRequestInfo _info;   // copy of the engine's struct; its views are valid while _native
-        bool _native;
+        // Cleared by the thread that answers, read by any thread that reads the request.
+        volatile bool _native;
 
         string _method, _path, _rawQuery, _remote, _route;
         byte[] _body;

@@ -35,6 +35,8 @@ namespace Ember
         public EmberServer(EmberOptions options)
         {
             if (options == null) throw new ArgumentNullException("options");
+            // Before the first P/Invoke: find the engine next to this assembly and check its ABI.
+            NativeLoader.EnsureLoaded();
             _options = options;
             ShutdownHook.Ensure();
         }
@@ -53,10 +55,17 @@ namespace Ember
         public event EventHandler<EmberLogEventArgs> Log;
 
         /// <summary>The engine's version string.</summary>
-        public static string NativeVersion { get { return Utf8.FromCString(NativeMethods.ember_version()); } }
+        public static string NativeVersion { get { NativeLoader.EnsureLoaded(); return Utf8.FromCString(NativeMethods.ember_version()); } }
 
         /// <summary>The engine's ABI version (EMBER_ABI_VERSION).</summary>
-        public static uint NativeAbiVersion { get { return NativeMethods.ember_abi_version(); } }
+        public static uint NativeAbiVersion { get { NativeLoader.EnsureLoaded(); return NativeMethods.ember_abi_version(); } }
+
+        /// <summary>The ABI version this Ember.dll was built for; the engine must have the same.</summary>
+        public static uint ExpectedAbiVersion { get { return NativeMethods.EMBER_ABI_VERSION; } }
+
+        /// <summary>The native engine file in use (loads it if needed). Set the EMBER_LIBRARY
+        /// environment variable to choose the file yourself.</summary>
+        public static string NativeLibraryPath { get { NativeLoader.EnsureLoaded(); return NativeLoader.LoadedFrom; } }
 
         // ---------------- routes ----------------
 
@@ -87,7 +96,19 @@ namespace Ember
         public EmberServer MapAny(string pattern, Action<EmberContext> handler) { return Map(null, pattern, handler); }
         public EmberServer MapAny(string pattern, Func<EmberContext, Task> handler) { return Map(null, pattern, handler); }
 
-        EmberServer Add(string method, string pattern, Action<EmberContext> sync, Func<EmberContext, Task> async)
+        /// <summary>Adapters (OWIN) learn here that the server begins to stop (before in-flight
+        /// requests are drained), on the thread that called Stop.</summary>
+        internal event Action Stopping;
+
+        /// <summary>Maps an adapter's handler that answers by itself (System.Web, OWIN).</summary>
+        internal EmberServer MapRaw(string method, string pattern, RawHandler handler)
+        {
+            if (handler == null) throw new ArgumentNullException("handler");
+            return Add(method, pattern, null, null, handler);
+        }
+
+        EmberServer Add(string method, string pattern, Action<EmberContext> sync, Func<EmberContext, Task> async,
+            RawHandler raw = null)
         {
             if (pattern == null) throw new ArgumentNullException("pattern");
             if (method == "*") method = null;
@@ -95,7 +116,7 @@ namespace Ember
             {
                 CheckNotDisposed();
                 if (_running != null) throw new InvalidOperationException("Map routes before Start (or after Stop).");
-                _routes.Add(new RouteEntry { Method = method, Pattern = pattern, Sync = sync, Async = async });
+                _routes.Add(new RouteEntry { Method = method, Pattern = pattern, Sync = sync, Async = async, Raw = raw });
             }
             return this;
         }
@@ -171,6 +192,7 @@ namespace Ember
             if (o.HandlerTimeout.HasValue) Limit(h, NativeMethods.EMBER_LIMIT_HANDLER_TIMEOUT_MS, Ms(o.HandlerTimeout.Value));
             if (o.MaxConnections.HasValue) Limit(h, NativeMethods.EMBER_LIMIT_MAX_CONNECTIONS, o.MaxConnections.Value);
             Native.Check(NativeMethods.ember_server_set_log(h, inst.LogThunk, IntPtr.Zero, (int)o.LogLevel), "ember_server_set_log");
+            ThreadHooks.Apply(h);
         }
 
         static void Limit(EmberServerHandle h, int limit, long value)
@@ -220,6 +242,11 @@ namespace Ember
                 _running = null;
             }
             if (inst == null) return;
+            var stopping = Stopping;
+            if (stopping != null)
+            {
+                try { stopping(); } catch (Exception ex) { RaiseLog(EmberLogLevel.Warn, "stop hook failed: " + ex.Message, ex); }
+            }
             uint ms = TimeoutMs(timeout);
             if (inst.IsCurrentHandlerThread) inst.StopFromHandler(ms);
             else if (inst.IsCurrentAsyncHandler)

@@ -13,7 +13,13 @@ namespace Ember
         internal string Pattern;
         internal Action<EmberContext> Sync;
         internal Func<EmberContext, Task> Async;
+        internal RawHandler Raw;    // adapters (System.Web, OWIN): they answer by themselves
     }
+
+    /// <summary>An adapter's handler: the request token and the engine's ember_request_info*,
+    /// valid until the request is answered. It must answer (now or later), and never throw
+    /// for an ordinary failure: an exception answers 500.</summary>
+    internal delegate void RawHandler(ulong req, IntPtr info);
 
     /// <summary>
     /// One native server from Start to free. It owns the three delegates handed to the engine
@@ -86,6 +92,8 @@ namespace Ember
             EmberContext ctx = null;
             NativeInstance outer = t_inHandler;
             t_inHandler = this;
+            EngineThread et = ThreadHooks.Current;
+            if (et != null) Interlocked.Increment(ref et.Depth);
             try
             {
                 if (ShutdownHook.ProcessExiting)
@@ -95,6 +103,17 @@ namespace Ember
                     return;
                 }
                 RouteEntry route = Routes[userData.ToInt32()];
+                if (route.Raw != null)
+                {
+                    try { route.Raw(req, info); }
+                    catch (ThreadAbortException) { throw; }
+                    catch (Exception ex)
+                    {
+                        Owner.RaiseError(ex, null, null);
+                        NativeMethods.ember_request_respond(req, 500, null, UIntPtr.Zero, null, UIntPtr.Zero);
+                    }
+                    return;
+                }
                 ctx = new EmberContext(Owner, new EmberRequest((EmberRequestInfo*)info, route.Pattern));
                 Action<EmberContext> sync = route.Sync;
                 if (sync != null)
@@ -117,6 +136,13 @@ namespace Ember
                 t.ContinueWith(s_complete, ctx, CancellationToken.None,
                     TaskContinuationOptions.ExecuteSynchronously, TaskScheduler.Default);
             }
+            catch (ThreadAbortException)
+            {
+                // Process exit aborted a handler that did not return in time (ShutdownHook):
+                // the abort must end here, never unwind into the engine.
+                try { Thread.ResetAbort(); } catch { }
+                try { NativeMethods.ember_request_respond(req, 503, null, UIntPtr.Zero, null, UIntPtr.Zero); } catch { }
+            }
             catch (Exception ex)
             {
                 // Binding bug or out of memory: still answer, never unwind into native code.
@@ -129,6 +155,7 @@ namespace Ember
             }
             finally
             {
+                if (et != null) Interlocked.Decrement(ref et.Depth);
                 t_inHandler = outer;
             }
         }
@@ -170,6 +197,7 @@ namespace Ember
         {
             try
             {
+                if (ShutdownHook.ProcessExiting) return;   // no user code while the runtime goes away
                 string text = Utf8.FromView(new EmberStr { Ptr = (byte*)msg, Len = len });
                 Owner.RaiseLog((EmberLogLevel)level, text, null);
             }

@@ -82,6 +82,10 @@ namespace Ember.Interop
         /// under Mono), libember.dylib (macOS).</summary>
         internal const string Lib = "ember";
 
+        /// <summary>The ABI these declarations mirror (include/ember.h's EMBER_ABI_VERSION);
+        /// NativeLoader refuses an engine of another version.</summary>
+        internal const uint EMBER_ABI_VERSION = 3;
+
         internal const int EMBER_OK = 0;
         internal const int EMBER_DISPATCH_INLINE = 0;
         internal const int EMBER_DISPATCH_POOL = 1;
@@ -136,6 +140,10 @@ namespace Ember.Interop
 
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern int ember_server_set_thread_hooks(EmberServerHandle server, EmberThreadFn onStart, EmberThreadFn onStop, IntPtr userData);
+
+        /// <summary>Same, with native function pointers (the Mono thread shim's hooks).</summary>
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl, EntryPoint = "ember_server_set_thread_hooks")]
+        internal static extern int ember_server_set_thread_hooks_native(EmberServerHandle server, IntPtr onStart, IntPtr onStop, IntPtr userData);
 
         /// <summary>method: NULL for any.</summary>
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]

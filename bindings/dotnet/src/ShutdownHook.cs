@@ -21,13 +21,16 @@ namespace Ember
             AppDomain.CurrentDomain.DomainUnload += OnExit;
         }
 
-        /// <summary>How long process exit waits for servers to stop (handlers blocked for longer
-        /// are abandoned: the process ends around them).</summary>
+        /// <summary>How long process exit waits for servers to stop before it aborts the
+        /// handlers that keep them from stopping.</summary>
         const int ExitBudgetMs = 3000;
+
+        /// <summary>How long it then waits for the aborted handlers to unwind.</summary>
+        const int AbortBudgetMs = 2000;
 
         static void OnExit(object sender, EventArgs e)
         {
-            s_exiting = true;
+            s_exiting = true;   // from now on callbacks run no user code (503, no log events)
             var others = new System.Collections.Generic.List<NativeInstance>();
             foreach (NativeInstance inst in NativeInstance.Snapshot())
             {
@@ -47,7 +50,25 @@ namespace Ember
             });
             t.IsBackground = true;
             t.Start();
-            t.Join(ExitBudgetMs);
+            if (t.Join(ExitBudgetMs)) return;
+
+            // A handler still runs (blocked in user code), so its server cannot finish stopping,
+            // and once this hook returns the runtime shuts down under the engine's threads.
+            // Abort those handlers (the binding resets the abort before it returns to the
+            // engine) and wait for the stop to complete, so no engine thread is left to call
+            // into the runtime.
+            foreach (EngineThread et in ThreadHooks.InHandler())
+            {
+                if (et.Thread == Thread.CurrentThread) continue;
+                try { et.Thread.Abort(); } catch { }
+            }
+            if (t.Join(AbortBudgetMs)) return;
+            try
+            {
+                Console.Error.WriteLine("ember: at process exit a handler did not return after " +
+                    (ExitBudgetMs + AbortBudgetMs) + " ms (blocked outside managed code?); exiting around it");
+            }
+            catch { }
         }
     }
 }

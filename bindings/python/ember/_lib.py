@@ -88,6 +88,53 @@ def candidates() -> list[Path]:
     return places
 
 
+# The ABI these declarations mirror (include/ember.h's EMBER_ABI_VERSION). An engine of another
+# version is refused: its structs or functions may not be what this module declares.
+ABI_VERSION = 3
+
+
+def _process_arch() -> str:
+    import platform
+    import struct
+
+    machine = platform.machine().lower()
+    if machine in ("aarch64", "arm64"):
+        return "arm64"
+    if struct.calcsize("P") == 4:
+        return "x86"
+    return "x64"
+
+
+_ELF_MACHINES = {0x3E: "x64", 0x03: "x86", 0xB7: "arm64"}
+_PE_MACHINES = {0x8664: "x64", 0x14C: "x86", 0xAA64: "arm64"}
+
+
+def arch_problem(path: Path) -> str | None:
+    """None if the library file suits this process, else what is wrong with it."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(512)
+    except OSError as e:
+        return f"cannot be read ({e})"
+    want = _process_arch()
+    if head[:4] == b"\x7fELF" and len(head) >= 20:
+        if sys.platform == "win32":
+            return "is a Linux (ELF) library, not a Windows DLL"
+        got = _ELF_MACHINES.get(int.from_bytes(head[18:20], "little"), "another machine")
+    elif head[:2] == b"MZ" and len(head) >= 64:
+        if sys.platform != "win32":
+            return f"is a Windows DLL, not a library for this OS (want {_library_name()})"
+        pe = int.from_bytes(head[0x3C:0x40], "little")
+        if head[pe:pe + 4] != b"PE\0\0":
+            return None
+        got = _PE_MACHINES.get(int.from_bytes(head[pe + 4:pe + 6], "little"), "another machine")
+    elif sys.platform == "darwin":
+        return None
+    else:
+        return "is not a shared library"
+    return None if got == want else f"is built for {got}, but this Python is {want}"
+
+
 def _load() -> ctypes.CDLL:
     tried = []
     env_set = bool(os.environ.get(ENV_VAR))
@@ -95,10 +142,16 @@ def _load() -> ctypes.CDLL:
         if not path.is_file():
             tried.append(f"{path} (not found)")
         else:
+            problem = arch_problem(path)
+            if problem:
+                raise ImportError(f"ember: {path} {problem}; install the Ember build for this platform")
             try:
-                return ctypes.CDLL(str(path))
+                found = ctypes.CDLL(str(path))
             except OSError as e:
                 tried.append(f"{path} ({e})")
+            else:
+                _check_abi(found, path)
+                return found
         # An explicit EMBER_LIBRARY is a decision, not a hint: do not silently use another copy.
         if i == 0 and env_set:
             break
@@ -107,6 +160,21 @@ def _load() -> ctypes.CDLL:
         + "\n  ".join(tried)
         + f"\nSet {ENV_VAR} to its path, or run `cargo build --release` in the Ember checkout."
     )
+
+
+def _check_abi(found: ctypes.CDLL, path: Path) -> None:
+    try:
+        fn = found.ember_abi_version
+    except AttributeError:
+        raise ImportError(f"ember: {path} has no ember_abi_version: it is not an Ember engine") from None
+    fn.restype = c_uint32
+    fn.argtypes = []
+    got = fn()
+    if got != ABI_VERSION:
+        raise ImportError(
+            f"ember: refusing the native library {path}: it has ABI version {got}, this binding "
+            f"needs ABI version {ABI_VERSION}. Use the library from the same Ember release "
+            f"(pip install the matching wheel, or rebuild the checkout).")
 
 
 class Server(Structure):
@@ -197,7 +265,7 @@ for _name, (_restype, _argtypes) in _PROTOTYPES.items():
     try:
         _fn = getattr(lib, _name)
     except AttributeError as e:
-        raise ImportError(f"ember: {lib._name} lacks {_name}; is it an Ember build of ABI 2 or later?") from e
+        raise ImportError(f"ember: {lib._name} lacks {_name}; is it an Ember build of ABI {ABI_VERSION}?") from e
     _fn.restype = _restype
     _fn.argtypes = _argtypes
 

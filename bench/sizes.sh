@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Stripped size of every Ember build, side by side, into bench/results/sizes.md.
+# Sizes are not timings: this may run on a busy machine and in CI.
+#
+#   bench/sizes.sh            build what is missing, measure, write bench/results/sizes.md
+#   bench/sizes.sh --check    CI: skip the nightly build, write target/sizes.md instead, and fail
+#                             if the full library passes 2.5 MB
+#
+# Builds (each stripped by its Cargo profile; `strip = true`):
+#   full     cargo build --release                                       (HTTP/1.1 + HTTP/2)
+#   minimal  cargo build --profile minimal --no-default-features          (HTTP/1.1 only, opt-level z)
+#   minimal, nightly std  the same with `-Z build-std` (std rebuilt for size, no backtrace
+#            symbolizer, no panic location strings, packed relocations; still panic = "unwind")
+#   ember.dll x64 / x86 (scripts/windows.sh build), the managed Ember.dll, bare hyper.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+check=0
+[[ "${1:-}" == --check ]] && check=1
+out="bench/results/sizes.md"
+[[ $check -eq 1 ]] && out="target/sizes.md"
+mkdir -p bench/results target
+
+[[ -f target/release/libember.so && -f target/release/bench-hyper ]] || cargo build --release -j2
+cargo build -j2 --profile minimal --no-default-features --lib --target-dir target/minimal
+minimal_so=target/minimal/minimal/libember.so
+
+nightly_so=""
+if [[ $check -eq 0 ]] && rustup run nightly rustc --version >/dev/null 2>&1 &&
+   rustup component list --toolchain nightly --installed 2>/dev/null | grep -q '^rust-src'; then
+    RUSTFLAGS="-Zlocation-detail=none -C link-arg=-Wl,-z,pack-relative-relocs" \
+        cargo +nightly build -j2 -Z build-std=std,panic_unwind -Z build-std-features= \
+        --target x86_64-unknown-linux-gnu --profile minimal --no-default-features --lib \
+        --target-dir target/minimal-nightly
+    nightly_so=target/minimal-nightly/x86_64-unknown-linux-gnu/minimal/libember.so
+fi
+[[ -f target/windows/x64/ember.dll && -f target/windows/x86/ember.dll ]] || scripts/windows.sh build
+[[ -f bindings/dotnet/bin/Ember.dll ]] || bindings/dotnet/build.sh >/dev/null
+
+size_of() { stat -c %s "$1"; }
+# Confirms a file carries no symbol table (what `strip` would remove).
+stripped() {
+    case "$1" in
+        *.so) if readelf -S "$1" | grep -q '\.symtab'; then echo "no"; else echo "yes"; fi ;;
+        *) echo "yes" ;;
+    esac
+}
+kb() { awk -v b="$1" 'BEGIN { printf "%.0f KB", b / 1024 }'; }
+
+full=$(size_of target/release/libember.so)
+minimal=$(size_of "$minimal_so")
+rows=()
+row() { rows+=("| $1 | $(kb "$2") | $2 | $3 |"); }
+row "libember.so, full (default features: HTTP/1.1 + HTTP/2), release" "$full" "stripped: $(stripped target/release/libember.so)"
+row "libember.so, minimal (HTTP/1.1 only), \`--profile minimal --no-default-features\`" "$minimal" "stripped: $(stripped "$minimal_so"); stable toolchain"
+if [[ -n "$nightly_so" ]]; then
+    nightly=$(size_of "$nightly_so")
+    row "libember.so, minimal, nightly \`-Z build-std\` (std for size)" "$nightly" "stripped: $(stripped "$nightly_so"); needs glibc 2.36 (packed relocations)"
+fi
+row "ember.dll x64 (full, x86_64-pc-windows-gnu)" "$(size_of target/windows/x64/ember.dll)" "stripped by the profile"
+row "ember.dll x86 (full, i686-pc-windows-gnu)" "$(size_of target/windows/x86/ember.dll)" "stripped by the profile"
+row "Ember.dll, the managed .NET binding" "$(size_of bindings/dotnet/bin/Ember.dll)" "IL; needs the native engine beside it"
+row "bare hyper hello server (bench/hyper_hello.rs), executable" "$(size_of target/release/bench-hyper)" "same profile; tokio + hyper http1, no FFI"
+row "PicoServer.dll (quoted, not measured here)" "51200" "a managed layer over the .NET runtime's HttpListener"
+
+{
+    echo "# Binary sizes"
+    echo
+    echo "Written by \`bench/sizes.sh\` on $(date -u '+%Y-%m-%d %H:%M UTC'), commit \`$(git rev-parse --short HEAD)\`,"
+    echo "$(rustc --version). Sizes in bytes of the files as built (each profile strips)."
+    echo
+    echo "| build | size | bytes | note |"
+    echo "|---|---|---|---|"
+    printf '%s\n' "${rows[@]}"
+    echo
+    echo "Goals (issue 14): full ≤ 2.5 MB, minimal ≤ 600 KB. Full: $(kb "$full") ($( [[ $full -le 2621440 ]] && echo met || echo missed ))."
+    echo "Minimal: $(kb "$minimal") on stable$( [[ -n "$nightly_so" ]] && echo ", $(kb "$nightly") with nightly build-std" )"
+    echo "($( [[ $minimal -le 614400 || ( -n "$nightly_so" && ${nightly:-999999999} -le 614400 ) ]] && echo met || echo "missed: see README, Size" ))."
+    echo
+    echo "PicoServer's DLL is tens of KB because the HTTP server it wraps (HttpListener) is part of the"
+    echo ".NET runtime; Ember's managed Ember.dll is the comparable file, and the native engine carries"
+    echo "its own HTTP/1.1 and HTTP/2 stack, tokio and the Rust standard library."
+} > "$out"
+cat "$out"
+
+if [[ $check -eq 1 ]]; then
+    [[ $full -le 2621440 ]] || { echo "sizes: full library $full bytes > 2.5 MB"; exit 1; }
+fi

@@ -1,0 +1,180 @@
+using System;
+using System.ComponentModel;
+using System.IO;
+using System.Reflection;
+using System.Threading;
+using System.Web;
+using System.Web.Hosting;
+using Ember.Interop;
+
+namespace Ember.AspNet
+{
+    /// <summary>
+    /// Lives in the ASP.NET application's domain (created by <see cref="EmberAspNetHost"/>);
+    /// infrastructure, not for direct use. The server's domain calls <see cref="Process"/> once
+    /// per request with two integers: the request token and the address of the engine's request
+    /// info. Both mean the same in every domain of the process, so nothing is serialized and the
+    /// call takes Mono's cross-domain fast path (primitive arguments only). The answer goes to
+    /// the engine straight from this domain (<see cref="ResponseSink"/>), without a second
+    /// crossing.
+    /// </summary>
+    [EditorBrowsable(EditorBrowsableState.Never)]
+    public sealed class AppHost : MarshalByRefObject
+    {
+        internal const string ServerSoftware = "Ember";
+        internal const string HostDirKey = "ember.hostDir";
+
+        static readonly string[] s_defaultDocuments =
+            { "Default.aspx", "default.aspx", "index.aspx", "Index.aspx", "index.html", "index.htm", "default.htm" };
+
+        internal string VirtualPath = "/";
+        internal string PhysicalPath;
+        internal string LocalAddress = "127.0.0.1";
+        internal int LocalPort;
+        DomainWatch _watch;
+        long _refused;
+
+        public AppHost()
+        {
+            // Ember.dll and Ember.AspNet.dll are not in the application's bin folder: load them
+            // from the server's folder (handed over as domain data) when this domain asks.
+            AppDomain.CurrentDomain.AssemblyResolve += ResolveOwnAssemblies;
+            AppDomain.CurrentDomain.DomainUnload += OnDomainUnload;
+        }
+
+        static Assembly ResolveOwnAssemblies(object sender, ResolveEventArgs e)
+        {
+            string name = new AssemblyName(e.Name).Name;
+            if (name != "Ember" && name != "Ember.AspNet") return null;
+            foreach (Assembly a in AppDomain.CurrentDomain.GetAssemblies())
+            {
+                if (a.GetName().Name == name) return a;
+            }
+            string dir = AppDomain.CurrentDomain.GetData(HostDirKey) as string;
+            if (dir == null) return null;
+            string file = Path.Combine(dir, name + ".dll");
+            return File.Exists(file) ? Assembly.LoadFrom(file) : null;
+        }
+
+        /// <summary>The domain lives as long as the application, not a remoting lease.</summary>
+        public override object InitializeLifetimeService() { return null; }
+
+        /// <summary>Called once after the domain was created (and again when the port is known).</summary>
+        public void Configure(string virtualPath, string physicalPath, string localAddress, int localPort, DomainWatch watch)
+        {
+            VirtualPath = virtualPath;
+            PhysicalPath = physicalPath.EndsWith(Path.DirectorySeparatorChar.ToString(), StringComparison.Ordinal)
+                ? physicalPath : physicalPath + Path.DirectorySeparatorChar;
+            LocalAddress = localAddress;
+            LocalPort = localPort;
+            if (watch != null) _watch = watch;
+        }
+
+        /// <summary>Answers of this domain the engine refused (client gone, handler timeout).</summary>
+        public long Refusals { get { return Interlocked.Read(ref _refused); } }
+
+        internal void Refused(int rc) { Interlocked.Increment(ref _refused); }
+
+        /// <summary>Runs one request through HttpRuntime. Never throws for the application's
+        /// failures: System.Web answers those itself (500 with its error page).</summary>
+        public void Process(long req, long info)
+        {
+            ProcessCore((ulong)req, new IntPtr(info));
+        }
+
+        unsafe void ProcessCore(ulong req, IntPtr info)
+        {
+            var wr = new EmberWorkerRequest(this, req, (EmberRequestInfo*)info);
+            string redirect = wr.DirectoryRedirect();
+            if (redirect != null)
+            {
+                wr.SendStatus(301, "Moved Permanently");
+                wr.SendUnknownResponseHeader("Location", redirect);
+                wr.FlushResponse(true);
+                return;
+            }
+            try
+            {
+                HttpRuntime.ProcessRequest(wr);
+            }
+            catch (ThreadAbortException)
+            {
+                throw;   // the domain is being unloaded: the server's domain answers 503
+            }
+            catch (Exception ex)
+            {
+                // HttpRuntime itself failed (it reports application errors as pages): answer 500
+                // unless something was sent already.
+                if (!wr.Sink.Done)
+                {
+                    wr.Sink.SetStatus(500);
+                    wr.Sink.AddHeader("Content-Type", "text/plain; charset=utf-8");
+                    byte[] m = System.Text.Encoding.UTF8.GetBytes("Internal Server Error\n");
+                    wr.Sink.Write(m, 0, m.Length);
+                    wr.FlushResponse(true);
+                }
+                Console.Error.WriteLine("EmberAspNet: HttpRuntime.ProcessRequest failed: " + ex);
+            }
+        }
+
+        /// <summary>The default document of a folder, or null.</summary>
+        internal string DefaultDocument(string folder)
+        {
+            foreach (string d in s_defaultDocuments)
+            {
+                if (File.Exists(Path.Combine(folder, d))) return d;
+            }
+            return null;
+        }
+
+        internal string MapPath(string path)
+        {
+            string root = PhysicalPath;
+            if (string.IsNullOrEmpty(path) || path == VirtualPath) return root;
+            if (path.Length > 1 && path[0] == '~' && path[1] == '/') path = VirtualPath.TrimEnd('/') + path.Substring(1);
+            if (VirtualPath.Length > 1 && path.StartsWith(VirtualPath, StringComparison.OrdinalIgnoreCase) &&
+                (path.Length == VirtualPath.Length || path[VirtualPath.Length] == '/'))
+                path = path.Substring(VirtualPath.Length);
+            path = path.TrimStart('/');
+            if (Path.DirectorySeparatorChar != '/') path = path.Replace('/', Path.DirectorySeparatorChar);
+            return Path.Combine(root, path);
+        }
+
+        /// <summary>Ends the application (Application_End runs) and unloads its domain.</summary>
+        public void Shutdown()
+        {
+            HttpRuntime.UnloadAppDomain();
+        }
+
+        void OnDomainUnload(object sender, EventArgs e)
+        {
+            DomainWatch w = _watch;
+            if (w == null) return;
+            try { w.Unloading(); } catch { }
+        }
+    }
+
+    /// <summary>
+    /// Lives in the server's domain; the application's domain tells it when it unloads (ASP.NET
+    /// restarts an application when web.config, bin/ or Global.asax change), so the next request
+    /// goes to a fresh domain. Infrastructure, not for direct use.
+    /// </summary>
+    [EditorBrowsable(EditorBrowsableState.Never)]
+    public sealed class DomainWatch : MarshalByRefObject
+    {
+        volatile bool _unloaded;
+        readonly ManualResetEvent _gone = new ManualResetEvent(false);
+
+        public override object InitializeLifetimeService() { return null; }
+
+        public bool Unloaded { get { return _unloaded; } }
+
+        public void Unloading()
+        {
+            _unloaded = true;
+            _gone.Set();
+        }
+
+        internal bool WaitUnloaded(TimeSpan timeout) { return _gone.WaitOne(timeout); }
+    }
+}

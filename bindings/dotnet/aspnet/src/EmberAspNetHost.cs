@@ -1,0 +1,232 @@
+using System;
+using System.IO;
+using System.Runtime.Remoting;
+using System.Threading;
+using Ember.Interop;
+
+namespace Ember.AspNet
+{
+    /// <summary>
+    /// Serves a classic ASP.NET application folder (.aspx, .ashx, Global.asax, web.config, bin/)
+    /// with Ember: each request goes to HttpRuntime.ProcessRequest in the application's own
+    /// domain through Ember's HttpWorkerRequest.
+    /// <code>
+    /// using (var host = new EmberAspNetHost("/srv/site"))
+    /// {
+    ///     int port = host.Start(8080);
+    ///     Console.ReadLine();
+    /// }
+    /// </code>
+    /// The engine calls back in this (the server's) domain; one cross-domain call with two
+    /// integers carries each request into the application's domain, which answers the engine
+    /// directly. When ASP.NET restarts the application (web.config, bin/ or Global.asax
+    /// changed), the next request creates a fresh domain.
+    /// </summary>
+    public sealed class EmberAspNetHost : IDisposable
+    {
+        readonly object _gate = new object();
+        readonly EmberServer _server;
+        readonly string _virtualPath, _physicalPath;
+        Generation _current;
+        int _generations;
+        bool _inlineRefused;
+        string _localAddress = "127.0.0.1";
+        int _localPort;
+
+        sealed class Generation
+        {
+            internal AppHost Host;
+            internal AppDomain Domain;
+            internal DomainWatch Watch;
+        }
+
+        public EmberAspNetHost(string physicalPath) : this(physicalPath, "/", new EmberOptions()) { }
+
+        /// <param name="physicalPath">The application folder (with web.config, bin/ ...).</param>
+        /// <param name="virtualPath">Where it is mounted, "/" or e.g. "/shop".</param>
+        /// <param name="options">Engine options (limits, listen address ...). Dispatch is always
+        /// Pool: System.Web blocks the thread that runs a request (Inline is replaced, with a
+        /// warning in the Log).</param>
+        public EmberAspNetHost(string physicalPath, string virtualPath, EmberOptions options)
+        {
+            if (physicalPath == null) throw new ArgumentNullException("physicalPath");
+            if (!Directory.Exists(physicalPath)) throw new DirectoryNotFoundException("no such application folder: " + physicalPath);
+            if (string.IsNullOrEmpty(virtualPath) || virtualPath[0] != '/') throw new ArgumentException("the virtual path must start with '/'", "virtualPath");
+            if (virtualPath.Length > 1) virtualPath = virtualPath.TrimEnd('/');
+            _physicalPath = Path.GetFullPath(physicalPath);
+            _virtualPath = virtualPath;
+            options = options ?? new EmberOptions();
+            if (options.Dispatch == EmberDispatch.Inline)
+            {
+                // HttpRuntime.ProcessRequest runs the whole pipeline on the calling thread and
+                // blocks it (async handlers, session locks): on an I/O thread that stalls every
+                // connection of that thread. System.Web always gets the pool.
+                options.Dispatch = EmberDispatch.Pool;
+                _inlineRefused = true;
+            }
+            _server = new EmberServer(options);
+            if (virtualPath == "/")
+            {
+                _server.MapRaw(null, "/", OnRequest);
+                _server.MapRaw(null, "/{*path}", OnRequest);
+            }
+            else
+            {
+                _server.MapRaw(null, virtualPath, OnRequest);
+                _server.MapRaw(null, virtualPath + "/", OnRequest);   // the catch-all needs a non-empty rest
+                _server.MapRaw(null, virtualPath + "/{*path}", OnRequest);
+            }
+        }
+
+        /// <summary>The Ember server underneath (options, stats, Log and Error events).</summary>
+        public EmberServer Server { get { return _server; } }
+
+        public string PhysicalPath { get { return _physicalPath; } }
+        public string VirtualPath { get { return _virtualPath; } }
+
+        /// <summary>Application domains created so far (1 after the first start; +1 per restart).</summary>
+        public int DomainGenerations { get { return Volatile.Read(ref _generations); } }
+
+        /// <summary>Creates the application's domain and listens on Options.Host:port (0 = a free
+        /// port); returns the bound port. A broken web.config shows up on the first request as
+        /// ASP.NET's error page, like under IIS.</summary>
+        public int Start(int port)
+        {
+            WarnInline();
+            Current();
+            int bound = _server.Start(port);
+            SetEndPoint(_server.Options.Host ?? "127.0.0.1", bound);
+            return bound;
+        }
+
+        /// <summary>Listens on Options.ListenAddresses.</summary>
+        public void Start()
+        {
+            WarnInline();
+            Current();
+            _server.Start();
+            SetEndPoint(_server.Options.Host ?? "127.0.0.1", _server.Port);
+        }
+
+        void WarnInline()
+        {
+            if (_inlineRefused)
+                _server.RaiseLog(EmberLogLevel.Warn, "System.Web blocks the thread that runs a request: using Pool dispatch, not Inline", null);
+        }
+
+        void SetEndPoint(string host, int port)
+        {
+            if (host == "0.0.0.0" || host == "::" || host == "[::]") host = "127.0.0.1";
+            lock (_gate)
+            {
+                _localAddress = host.Trim('[', ']');
+                _localPort = port;
+                if (_current != null) _current.Host.Configure(_virtualPath, _physicalPath, _localAddress, _localPort, null);
+            }
+        }
+
+        /// <summary>Stops the server gracefully (in-flight requests finish for up to timeout),
+        /// then ends the application (Application_End) and unloads its domain.</summary>
+        public void Stop(TimeSpan timeout)
+        {
+            _server.Stop(timeout);
+            Generation g;
+            lock (_gate)
+            {
+                g = _current;
+                _current = null;
+            }
+            if (g == null) return;
+            try
+            {
+                g.Host.Shutdown();
+                if (!g.Watch.WaitUnloaded(TimeSpan.FromSeconds(10)) && g.Domain != null) AppDomain.Unload(g.Domain);
+            }
+            catch (AppDomainUnloadedException) { }
+            catch (RemotingException) { }
+            catch (CannotUnloadAppDomainException) { }
+        }
+
+        public void Dispose()
+        {
+            Stop(_server.Options.DisposeTimeout);
+            _server.Dispose();
+        }
+
+        /// <summary>The live application domain, created on first use and after a restart.</summary>
+        AppHost Current()
+        {
+            Generation g = Volatile.Read(ref _current);
+            if (g != null && !g.Watch.Unloaded) return g.Host;
+            lock (_gate)
+            {
+                g = _current;
+                if (g != null && !g.Watch.Unloaded) return g.Host;
+                var watch = new DomainWatch();
+                AppDomain domain;
+                AppHost host = AppDomainFactory.Create(_virtualPath, _physicalPath, out domain);
+                host.Configure(_virtualPath, _physicalPath, _localAddress, _localPort, watch);
+                Volatile.Write(ref _current, new Generation { Host = host, Domain = domain, Watch = watch });
+                int n = Interlocked.Increment(ref _generations);
+                if (n > 1) _server.RaiseLog(EmberLogLevel.Info, "ASP.NET application restarted (domain generation " + n + ")", null);
+                return host;
+            }
+        }
+
+        // Engine thread, server's domain.
+        void OnRequest(ulong req, IntPtr info)
+        {
+            for (int attempt = 0; ; attempt++)
+            {
+                AppHost host;
+                try
+                {
+                    host = Current();
+                }
+                catch (Exception ex)
+                {
+                    _server.RaiseError(ex, null, null);
+                    Answer(req, 500, "Internal Server Error: the ASP.NET application could not be started\n");
+                    return;
+                }
+                try
+                {
+                    host.Process((long)req, info.ToInt64());
+                    return;
+                }
+                catch (ThreadAbortException)
+                {
+                    // The application's domain was unloaded under this request (a restart).
+                    if (!ShutdownHook.ProcessExiting) Thread.ResetAbort();
+                    Answer(req, 503, "Service Unavailable: the application restarted\n");
+                    return;
+                }
+                catch (Exception ex) when (ex is AppDomainUnloadedException || ex is RemotingException)
+                {
+                    // The domain went away between requests: a fresh one takes this request, once.
+                    MarkUnloaded(host);
+                    if (attempt == 0) continue;
+                    Answer(req, 503, "Service Unavailable: the application restarted\n");
+                    return;
+                }
+            }
+        }
+
+        void MarkUnloaded(AppHost host)
+        {
+            lock (_gate)
+            {
+                if (_current != null && ReferenceEquals(_current.Host, host)) _current.Watch.Unloading();
+            }
+        }
+
+        static unsafe void Answer(ulong req, int status, string text)
+        {
+            byte[] body = System.Text.Encoding.UTF8.GetBytes(text);
+            byte[] head = System.Text.Encoding.ASCII.GetBytes("Content-Type: text/plain; charset=utf-8\r\n");
+            fixed (byte* h = head)
+            fixed (byte* b = body)
+                NativeMethods.ember_request_respond(req, (ushort)status, h, (UIntPtr)head.Length, b, (UIntPtr)body.Length);
+        }
+    }
+}

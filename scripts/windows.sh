@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# Windows build of Ember, cross-built here and tested under Wine.
+#
+#   scripts/windows.sh            build both DLLs and run every Windows test (CI does this)
+#   scripts/windows.sh build      only build: target/windows/{x64,x86}/ (DLL, import library, .def)
+#
+# Build: `cargo build --release --target x86_64-pc-windows-gnu` and `i686-pc-windows-gnu`
+# with Debian's mingw-w64; the header is the same include/ember.h. Then, per architecture, the
+# C tests (tests/c), hello.c and the C reference app are cross-compiled with mingw-w64
+# (-Wall -Wextra -Wpedantic -Werror, C99 and C++11) against the import library.
+#
+# Test under Wine (Debian's wine64 + wine32, Wine 8.0):
+#   x64: every C test program but test_ref_app (it forks and signals the app: POSIX only),
+#        hello answered over HTTP with curl, and the whole HTTP conformance suite
+#        (tests/conformance, pytest) against ember_ref.exe, pool and inline dispatch.
+#   x86: every C test program, hello, and the conformance suite in pool dispatch.
+# Wine 8.0 lacks bcryptprimitives.dll (Windows 10's ProcessPrng, which Rust's std imports);
+# a test-only stand-in (tests/windows/bcryptprimitives.c) sits beside the test programs and
+# is never shipped. SIGTERM from the suite reaches the app as Ctrl+C (tests/windows/wine_app.sh).
+# Last line: "windows: N passed, N failed".
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+mode="${1:-all}"
+
+declare -A TRIPLE=([x64]=x86_64-pc-windows-gnu [x86]=i686-pc-windows-gnu)
+declare -A CC_FOR=([x64]=x86_64-w64-mingw32 [x86]=i686-w64-mingw32)
+pass=0
+fail=0
+failed=()
+ok() { echo "ok   $*"; pass=$((pass + 1)); }
+bad() { echo "FAIL $*"; fail=$((fail + 1)); failed+=("$*"); }
+
+apt_install() {
+    export DEBIAN_FRONTEND=noninteractive
+    local i
+    for i in $(seq 30); do # another install may hold the dpkg lock: wait and retry
+        if apt-get install -y -qq --no-install-recommends "$@" >/dev/null; then return 0; fi
+        apt-get update -qq || true
+        sleep 10
+    done
+    return 1
+}
+
+setup() {
+    local t
+    for t in "${TRIPLE[@]}"; do
+        rustup target list --installed | grep -qx "$t" || rustup target add "$t"
+    done
+    command -v x86_64-w64-mingw32-gcc >/dev/null && command -v i686-w64-mingw32-gcc >/dev/null || apt_install mingw-w64
+    [[ "$mode" == build ]] && return 0
+    if [[ ! -x /usr/lib/wine/wine64 ]]; then apt_install wine64 wine; fi
+    if [[ ! -x /usr/lib/wine/wine ]] || ! dpkg -s wine32:i386 >/dev/null 2>&1; then
+        dpkg --add-architecture i386
+        apt-get update -qq
+        apt_install wine32:i386
+    fi
+    command -v curl >/dev/null || apt_install curl
+    python3 -c 'import pytest, requests' 2>/dev/null || python3 -m pip install -q pytest requests
+}
+
+build_arch() { # <x64|x86>
+    local arch="$1" t="${TRIPLE[$1]}" cc="${CC_FOR[$1]}-gcc" cxx="${CC_FOR[$1]}-g++"
+    local out="target/windows/$arch" rel="target/${TRIPLE[$1]}/release"
+    cargo build --release --target "$t" -j2
+    rm -rf "$out" && mkdir -p "$out/tests"
+    cp "$rel/ember.dll" "$out/"
+    cp "$rel/libember.dll.a" "$out/ember.dll.a"
+    # A .def for MSVC users: lib /def:ember.def /machine:x64 /out:ember.lib
+    { echo "LIBRARY ember.dll"; echo "EXPORTS";
+      "${CC_FOR[$arch]}-objdump" -p "$rel/ember.dll" | sed -n '/\[Ordinal\/Name Pointer\] Table/,/^$/p' |
+          sed -n 's/.*\] \(ember_[a-z0-9_]*\)$/    \1/p'; } > "$out/ember.def"
+    local imp="$out/ember.dll.a" warn="-Wall -Wextra -Wpedantic -Werror" t_out="$out/tests"
+    # -static: the programs carry libgcc and winpthreads, so only ember.dll travels with them.
+    $cc -std=c99 $warn -O2 -Iinclude -o "$t_out/hello.exe" samples/c/hello.c "$imp" -static
+    $cc -std=c99 $warn -O2 -Iinclude -o "$t_out/ember_ref.exe" samples/c/ember_ref.c "$imp" -static -pthread
+    $cc -std=c99 $warn -O1 -Iinclude -c -o "$t_out/harness.o" tests/c/harness.c
+    local name
+    for name in test_abi test_lifecycle test_requests test_dispatch test_races test_edges test_contract; do
+        $cc -std=c99 $warn -O1 -Iinclude -o "$t_out/$name.exe" "tests/c/$name.c" "$t_out/harness.o" "$imp" \
+            -lws2_32 -static -pthread
+    done
+    $cc -std=c99 $warn -Iinclude -o "$t_out/header_c99.exe" tests/c/header_c99.c "$imp" -static
+    $cxx -std=c++11 $warn -Iinclude -o "$t_out/header_cxx.exe" tests/c/header_cxx.cpp "$imp" -static
+    $cc -O2 -shared -Wl,--kill-at -o "$t_out/bcryptprimitives.dll" tests/windows/bcryptprimitives.c -lbcrypt
+    cp "$out/ember.dll" "$t_out/"
+    echo "built $out: $(stat -c %s "$out/ember.dll") bytes ember.dll"
+}
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+test_arch() { # <x64|x86> <conformance modes...>
+    local arch="$1" dir="target/windows/$1/tests" wine name log rc last
+    shift
+    if [[ "$arch" == x64 ]]; then wine=/usr/lib/wine/wine64; else wine=/usr/lib/wine/wine; fi
+    for name in header_c99 header_cxx test_abi test_lifecycle test_requests test_dispatch test_races test_edges test_contract; do
+        log="$(mktemp)"
+        set +e
+        (cd "$dir" && timeout --kill-after=10 600 "$wine" "./$name.exe") >"$log" 2>&1
+        rc=$?
+        set -e
+        last="$(tail -n 1 "$log" | tr -d '\r')"
+        if [[ $rc -eq 0 && "$last" =~ ^[0-9]+\ passed,\ 0\ failed$ ]]; then ok "$arch $name: $last"
+        else bad "$arch $name (exit $rc: $last)"; tail -n 30 "$log"; fi
+        rm -f "$log"
+    done
+
+    local port pid reply=""
+    port="$(free_port)"
+    (cd "$dir" && exec "$wine" ./hello.exe "$port") >/dev/null 2>&1 &
+    pid=$!
+    for _ in $(seq 100); do
+        reply="$(curl -s --max-time 2 "http://127.0.0.1:$port/" || true)"
+        [[ -n "$reply" ]] && break
+        sleep 0.2
+    done
+    kill -INT "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    [[ "$reply" == "Hello from Ember" ]] && ok "$arch hello.exe: $reply" || bad "$arch hello.exe answered '$reply'"
+
+    local m
+    for m in "$@"; do
+        echo "== conformance suite: $arch ember_ref.exe under Wine, $m dispatch"
+        if EMBER_DISPATCH=$m WINE="$wine" tests/run_conformance.sh "tests/windows/wine_app.sh $dir/ember_ref.exe" -- -q; then
+            ok "$arch conformance ($m)"
+        else
+            bad "$arch conformance ($m)"
+        fi
+    done
+}
+
+setup
+build_arch x64
+build_arch x86
+[[ "$mode" == build ]] && exit 0
+
+# One Wine prefix for the run, kept under target/; a persistent wineserver spares each
+# program start its boot.
+export WINEPREFIX="$root/target/windows/wineprefix" WINEDEBUG=-all WINEDLLOVERRIDES="mscoree,mshtml="
+if [[ ! -f "$WINEPREFIX/system.reg" ]]; then
+    echo "== creating the Wine prefix"
+    timeout 300 /usr/lib/wine/wine64 wineboot --init >/dev/null 2>&1 || true
+fi
+/usr/lib/wine/wineserver -p 60 || true
+trap '/usr/lib/wine/wineserver -k 2>/dev/null || true' EXIT
+
+test_arch x64 pool inline
+test_arch x86 pool
+
+echo
+[[ ${#failed[@]} -eq 0 ]] || printf 'failed: %s\n' "${failed[@]}"
+echo "windows: $pass passed, $fail failed"
+[[ $fail -eq 0 ]]
