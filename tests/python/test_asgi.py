@@ -168,11 +168,15 @@ def test_failing_apps_answer_500_and_the_server_keeps_serving(asgi, dispatch, ca
 
     url = asgi(app, dispatch=dispatch)
     with caplog.at_level(logging.ERROR, logger="ember"):
-        for path in ("/raise", "/raise-late", "/nothing", "/half", "/inject", "/bad-status"):
+        for path in ("/raise", "/raise-late", "/nothing", "/inject", "/bad-status"):
             r = requests.get(url + path)
             assert r.status_code == 500, path
             assert r.text == "Internal Server Error" and "boom" not in r.text
             assert requests.get(url + "/ok").text == "fine"
+        # A chunk went out streamed before the app gave up: the answer ends where it stands.
+        r = requests.get(url + "/half")
+        assert (r.status_code, r.text) == (200, "x")
+        assert requests.get(url + "/ok").text == "fine"
     text = caplog.text
     assert "boom before start" in text and "boom after start" in text
     assert "returned without starting response" in text
@@ -359,3 +363,62 @@ def test_mixed_fast_and_waiting_requests_from_many_threads_all_get_their_own_ans
     with concurrent.futures.ThreadPoolExecutor(24) as pool:
         texts = list(pool.map(one, range(600)))
     assert texts == ["%d:b%d" % (i, i) for i in range(600)]
+
+
+def test_more_body_chunks_stream_with_backpressure_and_disconnect_is_reported(asgi):
+    import threading
+    go_on = threading.Event()
+    seen = {}
+
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return
+        path = scope["path"]
+        if path == "/declared":
+            await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"6")]})
+            await send({"type": "http.response.body", "body": b"abc", "more_body": True})
+            await send({"type": "http.response.body", "body": b"def"})
+            return
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+        if path == "/big":
+            chunk = bytes(range(256)) * 256
+            for _ in range(640):  # 40 MiB through a queue of a few hundred KiB
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        if path == "/hold":
+            await send({"type": "http.response.body", "body": b"first,", "more_body": True})
+            await asyncio.get_running_loop().run_in_executor(None, go_on.wait, 10)
+            await send({"type": "http.response.body", "body": b"second"})
+            return
+        if path == "/forever":
+            await send({"type": "http.response.body", "body": b"tick", "more_body": True})
+            await receive()  # the body
+            seen["disconnect"] = (await asyncio.wait_for(receive(), 10))["type"]
+            return
+
+    url = asgi(app)
+    with requests.get(url + "/hold", stream=True) as r:
+        assert r.headers.get("transfer-encoding") == "chunked"
+        parts = r.iter_content(chunk_size=None)
+        assert next(parts) == b"first,"
+        go_on.set()
+        assert b"".join(parts) == b"second"
+    r = requests.get(url + "/declared")
+    assert r.content == b"abcdef" and r.headers["content-length"] == "6"
+    total = 0
+    with requests.get(url + "/big", stream=True) as r:
+        for i, part in enumerate(r.iter_content(chunk_size=1 << 20)):
+            total += len(part)
+            if i < 5:
+                time.sleep(0.05)
+    assert total == 65536 * 640
+    port = int(url.rsplit(":", 1)[1])
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(b"GET /forever HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert b"tick" in s.recv(4096)
+    s.close()
+    deadline = time.monotonic() + 10
+    while "disconnect" not in seen and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert seen.get("disconnect") == "http.disconnect"

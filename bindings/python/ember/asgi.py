@@ -5,13 +5,18 @@ info struct (no ABI call), runs the app on a loop it borrows for the moment (``_
 most requests complete without a thread switch) and answers with one
 ``ember_request_respond``.
 
-Where streaming plugs in (the engine buffers bodies both ways today):
+Bodies:
+- response: a body sent whole (``more_body`` false at once) goes out in one
+  ``ember_request_respond``. A body sent in ``more_body`` chunks is streamed
+  (``ember_response_begin`` / ``_write`` / ``_end``, chunked on HTTP/1.1) with the
+  engine's backpressure, unless the app declared a Content-Length of at most
+  ``_stream.COLLECT_MAX``: that one is collected and sent whole, keeping its length.
+- ``http.disconnect`` comes from the engine's abort notice (the client left, the handler
+  timeout, stop) or the end of the response; the events are registered only when the
+  app streams or waits for it.
 - request body: ``_HTTPCycle.receive`` gives the whole body as one ``http.request``
-  event; a streamed body becomes ``ember_request_read`` calls there.
-- response body: ``_HTTPCycle.send`` collects ``more_body`` chunks and ``_HTTPCycle._answer``
-  sends them in one call; a streamed response begins at the first ``more_body`` chunk
-  (``ember_response_begin`` / ``_write`` / ``_end``), and ``http.disconnect`` comes from
-  the engine's abort notice instead of the end of the response.
+  event (the route is buffered). Streaming it is the switch point there: a route with
+  ``EMBER_ROUTE_STREAM_BODY`` and ``ember_request_read`` on the READABLE event.
 - WebSocket: the engine's open callback (``ember_server_websocket`` on the same catch-all
   patterns as the HTTP route) builds a ``websocket`` scope like the HTTP one in
   ``ASGIServer._make_callback`` and starts a ``_WebSocketCycle`` beside ``_HTTPCycle``:
@@ -30,7 +35,7 @@ import logging
 from typing import Any, Awaitable, Callable
 from urllib.parse import unquote as _unquote
 
-from . import _lib
+from . import _lib, _stream
 from ._host import AppServer, access, internal_error as _internal_error, refused as _refused
 from ._loop import BorrowableLoop
 from ._wire import (HTTP_VERSIONS, I_BODY, I_HEADERS, I_METHOD, I_PATH, I_QUERY, I_REMOTE, I_VERSION,
@@ -54,10 +59,24 @@ class LifespanFailure(RuntimeError):
     """The app's lifespan startup failed: the server does not start."""
 
 
+class _Events:
+    """The engine's events for one request (registered only when needed: a streamed
+    answer, or an app waiting for ``http.disconnect``), handed to the loop."""
+
+    __slots__ = ("loop", "writable", "gone", "ended")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.writable: asyncio.Future | None = None
+        self.gone = False   # ABORTED: the client left, the handler timeout answered, or stop
+        self.ended = False  # ABORTED or COMPLETED
+
+
 class _HTTPCycle:
     """One request: the app's ``receive`` and ``send``, and the answer."""
 
-    __slots__ = ("handle", "body", "status", "headers", "parts", "done", "waiter", "scope")
+    __slots__ = ("handle", "body", "status", "headers", "parts", "done", "waiter", "scope", "events",
+                 "streaming", "collect")
 
     def __init__(self, handle: int, body: bytes, scope: dict) -> None:
         self.handle = handle
@@ -68,6 +87,9 @@ class _HTTPCycle:
         self.parts = None
         self.done = False
         self.waiter = None
+        self.events = None
+        self.streaming = False
+        self.collect = None  # declared Content-Length <= COLLECT_MAX: collect, keep the length
 
     async def run(self, app: ASGIApp) -> None:
         try:
@@ -100,11 +122,13 @@ class _HTTPCycle:
             self.body = None
             return {"type": "http.request", "body": body, "more_body": False}
         if not self.done:
-            # Until the engine reports aborts, "disconnect" is when the response is done.
-            waiter = self.waiter
-            if waiter is None or waiter.done():
-                waiter = self.waiter = asyncio.get_running_loop().create_future()
-            await waiter
+            # "disconnect": the engine's abort notice, or the end of the response.
+            events = self._listen()
+            if not events.ended:
+                waiter = self.waiter
+                if waiter is None or waiter.done():
+                    waiter = self.waiter = events.loop.create_future()
+                await waiter
         return {"type": "http.disconnect"}
 
     async def send(self, message: dict) -> None:
@@ -116,12 +140,24 @@ class _HTTPCycle:
                 raise RuntimeError("Unexpected ASGI message 'http.response.body' sent, after response already completed")
             body = message.get("body", b"")
             if message.get("more_body", False):
-                # Streaming switch point (response body): collected until the last chunk.
+                if self.streaming:
+                    if body:
+                        await self._write(body)
+                    return
                 if body:
                     if self.parts is None:
                         self.parts = [body]
                     else:
                         self.parts.append(body)
+                if self.collect is None:
+                    self.collect = _stream.declared_length(self.headers, b"content-length") or -1
+                if not 0 <= self.collect <= _stream.COLLECT_MAX:
+                    await self._begin()  # streaming switch point: chunked from here on
+                return
+            if self.streaming:
+                if body:
+                    await self._write(body)
+                self._end()
                 return
             self._answer(body)
         elif kind == "http.response.start":
@@ -135,7 +171,22 @@ class _HTTPCycle:
         else:
             raise RuntimeError(f"Unexpected ASGI message {kind!r} sent (HTTP)")
 
+    def _head(self) -> bytes | None:
+        lines: list = []
+        count = 0
+        for name, value in self.headers:
+            lines += (name, b": ", value, b"\r\n")
+            count += 1
+        head = b"".join(lines)
+        if head.count(b"\n") != count:
+            # A line break inside a name or value would forge header lines.
+            log.error("ASGI response header with a line break refused (%s %s)",
+                      self.scope["method"], self.scope["path"])
+            return None
+        return head
+
     def _answer(self, body: Any) -> None:
+        """The whole answer in one engine call (the common case)."""
         parts = self.parts
         if parts is not None:
             parts.append(body)
@@ -143,17 +194,9 @@ class _HTTPCycle:
             self.parts = None
         elif type(body) is not bytes:
             body = bytes(body)
-        lines: list = []
-        count = 0
-        for name, value in self.headers:
-            lines += (name, b": ", value, b"\r\n")
-            count += 1
-        head = b"".join(lines)
         self.done = True
-        if head.count(b"\n") != count:
-            # A line break inside a name or value would forge header lines.
-            log.error("ASGI response header with a line break refused (%s %s)",
-                      self.scope["method"], self.scope["path"])
+        head = self._head()
+        if head is None:
             _internal_error(self.handle)
             return
         n = len(body)
@@ -165,8 +208,92 @@ class _HTTPCycle:
             _refused(rc, self.handle, f"{self.scope['method']} {self.scope['path']}", log)
         self._wake()
 
+    async def _begin(self) -> None:
+        """Starts a streamed answer with what was collected so far."""
+        head = self._head()
+        if head is None:
+            raise ValueError("ASGI response header with a line break")
+        self._listen()
+        rc = _stream.begin(self.handle, self.status, head, len(head))
+        self.streaming = True
+        if rc != _OK:
+            self.done = True
+            _refused(rc, self.handle, f"{self.scope['method']} {self.scope['path']}", log)
+            self.events.gone = True
+            self._wake()
+            return
+        parts, self.parts = self.parts, None
+        for part in parts or ():
+            await self._write(part)
+
+    async def _write(self, chunk: Any) -> None:
+        events = self.events
+        if events.gone:
+            return  # spec 2.3: the app is not told; it learns from http.disconnect
+        if type(chunk) is not bytes:
+            chunk = bytes(chunk)
+        while True:
+            rc = _stream.write(self.handle, chunk, len(chunk))
+            if rc == _OK:
+                return
+            if rc != _stream.ERR_WOULD_BLOCK:
+                events.gone = True
+                self._wake()
+                return
+            # Backpressure: the engine's queue for this answer is full until WRITABLE.
+            waiter = events.writable = events.loop.create_future()
+            await waiter
+            if events.gone:
+                return
+
+    def _end(self) -> None:
+        self.done = True
+        if not self.events.gone:
+            rc = _stream.end(self.handle)
+            if rc != _OK:
+                _refused(rc, self.handle, f"{self.scope['method']} {self.scope['path']}", log)
+        self._wake()
+
+    def _listen(self) -> _Events:
+        """Registers for the engine's events (once)."""
+        events = self.events
+        if events is None:
+            events = self.events = _Events(asyncio.get_running_loop())
+            rc = _stream.listen(self.handle, self._post)
+            if rc != _OK:  # the request already ended: nobody is listening any more
+                events.gone = events.ended = True
+        return events
+
+    def _post(self, event: int) -> None:
+        # On an engine thread: over to the loop.
+        try:
+            self.events.loop.call_soon_threadsafe(self._on_event, event)
+        except RuntimeError:  # the loop is closed: the server has stopped
+            pass
+
+    def _on_event(self, event: int) -> None:
+        events = self.events
+        if event == _stream.EVENT_WRITABLE:
+            pass
+        elif event == _stream.EVENT_ABORTED:
+            events.gone = events.ended = True
+        elif event == _stream.EVENT_COMPLETED:
+            events.ended = True
+        else:
+            return
+        waiter = events.writable
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+        if events.ended:
+            self._wake()
+
     def _fail(self) -> None:
         self.done = True
+        if self.streaming:
+            # The head is out: no 500 any more. The stream is ended where it stands.
+            if not self.events.gone:
+                _stream.end(self.handle)
+            return
         _internal_error(self.handle)
 
     def _wake(self) -> None:
@@ -183,12 +310,19 @@ class _LoggedHTTPCycle(_HTTPCycle):
     def _answer(self, body: Any) -> None:
         n = sum(map(len, self.parts or ())) + len(body)
         super()._answer(body)
+        self._log(str(n))
+
+    def _end(self) -> None:
+        super()._end()
+        self._log("streamed")
+
+    def _log(self, size: str) -> None:
         scope = self.scope
         client = scope["client"] or ("-", 0)
         query = scope["query_string"]
-        access.info('%s:%d - "%s %s%s HTTP/%s" %d %d', client[0], client[1], scope["method"],
+        access.info('%s:%d - "%s %s%s HTTP/%s" %d %s', client[0], client[1], scope["method"],
                     scope["raw_path"].decode("latin-1"), "?" + query.decode("latin-1") if query else "",
-                    scope["http_version"], self.status, n)
+                    scope["http_version"], self.status, size)
 
 
 class _Lifespan:

@@ -17,10 +17,11 @@ Where streaming plugs in (the engine buffers bodies both ways today):
 from __future__ import annotations
 
 import io
+import itertools
 import logging
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
-from . import _lib, __version__
+from . import _lib, _stream, __version__
 from ._host import AppServer, access, internal_error, refused
 from ._wire import (I_BODY, I_HEADERS, I_METHOD, I_PATH, I_QUERY, I_REMOTE, I_VERSION, INFO, MEM, METHODS,
                     PAIR, PROTOCOLS, split_addr, wsgi_path)
@@ -130,27 +131,45 @@ def _status_code(status: str) -> int:
     return code
 
 
-def _respond_with(handle: int, start: _StartResponse, result: Iterable[bytes], environ: dict) -> tuple[int, int]:
-    """Collects the app's answer and sends it in one call (the streaming switch point)."""
+def _head(headers: list) -> bytes:
+    head = "".join([f"{name}: {value}\r\n" for name, value in headers]).encode("latin-1")
+    if head.count(b"\n") != len(headers):
+        raise ValueError("a WSGI response header contains a line break")
+    return head
+
+
+def _respond_with(handle: int, start: _StartResponse, result: Iterable[bytes], environ: dict,
+                  can_stream: bool) -> tuple[int, int]:
+    """Sends the app's answer: whole in one call when the result is a list (or the app
+    declared a small Content-Length), else streamed as the iterable yields."""
     if type(result) is list and len(result) == 1 and start.written is None:
         body = result[0]
     elif type(result) is FileWrapper:
         body = result.filelike.read()
+    elif type(result) is list or type(result) is tuple:
+        body = b"".join((start.written or []) + list(result))
     else:
         chunks = start.written or []
-        for chunk in result:
-            if chunk:
-                chunks.append(chunk)
+        decided = not can_stream
+        rest = iter(result)
+        for chunk in rest:
+            if not chunk:
+                continue
+            chunks.append(chunk)
+            if not decided:
+                decided = True
+                if start.status is None:
+                    raise AssertionError("the WSGI app yielded a body before calling start_response()")
+                declared = _stream.declared_length(start.headers, "content-length")
+                if declared is None or declared > _stream.COLLECT_MAX:
+                    return _stream_rest(handle, start, chunks, rest, environ)  # streaming switch point
         body = b"".join(chunks)
     if start.status is None:
         raise AssertionError("the WSGI app returned without calling start_response()")
     if type(body) is not bytes:
         body = bytes(body)
     status = _status_code(start.status)
-    headers = start.headers
-    head = "".join([f"{name}: {value}\r\n" for name, value in headers]).encode("latin-1")
-    if head.count(b"\n") != len(headers):
-        raise ValueError("a WSGI response header contains a line break")
+    head = _head(start.headers)
     n = len(body)
     if n < NOCOPY_MIN:
         rc = _respond(handle, status, head, len(head), body, n)
@@ -159,6 +178,46 @@ def _respond_with(handle: int, start: _StartResponse, result: Iterable[bytes], e
     if rc != _OK:
         refused(rc, handle, f"{environ['REQUEST_METHOD']} {environ['RAW_URI']}", log)
     return status, n
+
+
+# How long a streamed write may wait for the client to take data before it is given up.
+_WRITE_WAIT_MS = 60_000
+
+
+def _stream_rest(handle: int, start: _StartResponse, chunks: list, rest: Iterator[bytes],
+                 environ: dict) -> tuple[int, int]:
+    """A streamed answer (chunked on HTTP/1.1): what came so far, then the rest of the
+    iterable as it comes, waiting (on this pool thread) when the engine's queue is full."""
+    status = _status_code(start.status)
+    head = _head(start.headers)
+    rc = _stream.begin(handle, status, head, len(head))
+    if rc != _OK:
+        refused(rc, handle, f"{environ['REQUEST_METHOD']} {environ['RAW_URI']}", log)
+        return status, 0
+    sent = 0
+    try:
+        for chunk in itertools.chain(chunks, rest):
+            if not chunk:
+                continue
+            if type(chunk) is not bytes:
+                chunk = bytes(chunk)
+            while True:
+                rc = _stream.write(handle, chunk, len(chunk))
+                if rc == _stream.ERR_WOULD_BLOCK:
+                    rc = _stream.wait_writable(handle, _WRITE_WAIT_MS)
+                    if rc == _OK:
+                        continue
+                break
+            if rc != _OK:
+                log.debug("streamed answer to %s %s stopped: %s", environ["REQUEST_METHOD"], environ["RAW_URI"],
+                          _lib.result_name(rc))
+                return status, sent
+            sent += len(chunk)
+    except BaseException:
+        # The head is out: no 500 any more. The answer ends where it stands.
+        log.exception("Error while streaming the answer to %s %s", environ["REQUEST_METHOD"], environ["RAW_URI"])
+    _stream.end(handle)
+    return status, sent
 
 
 class WSGIServer(AppServer):
@@ -221,6 +280,9 @@ class WSGIServer(AppServer):
         peers: dict[bytes, tuple[str, str]] = {}
         BytesIO = io.BytesIO
         logged = self.access_log
+        # A streamed write waits for the client when the engine's queue is full: that
+        # blocks, which only pool threads may do.
+        can_stream = self._server.dispatch == "pool"
 
         def on_request(_ud: int, handle: int, info: int) -> None:
             environ = None
@@ -282,7 +344,7 @@ class WSGIServer(AppServer):
                 environ["wsgi.input"] = BytesIO(body)
                 start = _StartResponse()
                 result = app(environ, start)
-                status, n = _respond_with(handle, start, result, environ)
+                status, n = _respond_with(handle, start, result, environ, can_stream)
                 if logged:
                     access.info('%s:%s - "%s %s %s" %d %d', environ["REMOTE_ADDR"], environ["REMOTE_PORT"],
                                 environ["REQUEST_METHOD"], environ["RAW_URI"], environ["SERVER_PROTOCOL"],
