@@ -3,15 +3,16 @@
 
 The app runs on the engine's pool threads (blocking is fine there), one request per
 thread at a time. The environ is built straight from the engine's info struct (no ABI
-call) and the response goes out in one ``ember_request_respond``.
+call).
 
-Where streaming plugs in (the engine buffers bodies both ways today):
-- request body: ``wsgi.input`` is a ``BytesIO`` over the whole body, made in
-  ``WSGIServer._make_callback``; a streamed body becomes a reader over
-  ``ember_request_read`` there.
-- response body: ``_respond_with`` joins the iterable's chunks into one answer; a
-  streamed response sends each chunk as it comes (``ember_response_begin`` / ``_write``
-  / ``_end``), which also makes ``write()`` and long iterables stream.
+Bodies:
+- response: a list result goes out in one ``ember_request_respond``; any other iterable
+  is streamed as it yields (``_stream_rest``: ``ember_response_begin`` / ``_write`` /
+  ``_end``, waiting on this pool thread when the engine's queue is full), unless the app
+  declared a Content-Length of at most ``_stream.COLLECT_MAX`` (collected, length kept).
+- request: ``wsgi.input`` is a ``BytesIO`` over the whole body, made in
+  ``WSGIServer._make_callback``. Streaming it is the switch point there: a route with
+  ``EMBER_ROUTE_STREAM_BODY`` and a reader over ``ember_request_read``.
 """
 
 from __future__ import annotations
