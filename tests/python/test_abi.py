@@ -41,9 +41,10 @@ def test_constants_match_the_header():
 def test_request_info_layout_matches_the_c_struct():
     from ember.request import _INFO, _PAIR
 
-    # ember_request_info: size_t + u64 + 6 views + 2 (ptr, count) + u32, padded to pointer alignment.
+    # ember_request_info: size_t + u64 + 6 views + 2 (ptr, count) + u32 + i64 + u32, padded.
     p = ctypes.sizeof(ctypes.c_void_p)
-    assert ctypes.sizeof(_lib.RequestInfo) == p + 8 + 6 * 2 * p + 4 * p + p
+    assert ctypes.sizeof(_lib.RequestInfo) == struct.calcsize("@NQPNPNPNPNPNPNPNPNIqI0q")
+    assert _lib.RequestInfo.flags.offset == _lib.RequestInfo.content_length.offset + 8
     assert _INFO.size == p + 8 + 16 * p + 4
     assert _PAIR.size == ctypes.sizeof(_lib.Header) == 4 * p
     assert _lib.RequestInfo.http_version.offset == struct.calcsize("@NQPNPNPNPNPNPNPNPN")

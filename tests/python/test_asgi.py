@@ -31,6 +31,17 @@ def asgi():
         server.stop(timeout=2)
 
 
+async def read_body(receive):
+    """The whole request body, however many http.request events it comes in."""
+    parts = []
+    while True:
+        message = await receive()
+        assert message["type"] == "http.request", message
+        parts.append(message["body"])
+        if not message.get("more_body"):
+            return b"".join(parts)
+
+
 async def _text(send, body, status=200, headers=()):
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"text/plain")] + list(headers)})
@@ -304,7 +315,7 @@ def test_head_large_bodies_and_restart(asgi):
     async def app(scope, receive, send):
         if scope["type"] != "http":
             return
-        body = (await receive())["body"]
+        body = await read_body(receive)
         await _text(send, big if scope["path"] == "/big" else body)
 
     server = ASGIServer(app, port=0)
@@ -350,7 +361,7 @@ def test_mixed_fast_and_waiting_requests_from_many_threads_all_get_their_own_ans
             await asyncio.sleep(0.001 * (n % 7))
         elif n % 3 == 1:
             await asyncio.get_running_loop().run_in_executor(None, time.sleep, 0.001)
-        body = (await receive())["body"]
+        body = await read_body(receive)
         assert var.get() == rid
         await _text(send, b"%s:%s" % (rid.encode(), body))
 
@@ -422,3 +433,28 @@ def test_more_body_chunks_stream_with_backpressure_and_disconnect_is_reported(as
     while "disconnect" not in seen and time.monotonic() < deadline:
         time.sleep(0.02)
     assert seen.get("disconnect") == "http.disconnect"
+
+
+@pytest.mark.parametrize("dispatch", ["inline", "pool"])
+def test_request_bodies_stream_into_receive_beyond_the_buffered_limit(asgi, dispatch):
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return
+        total = events = 0
+        while True:
+            message = await receive()
+            total += len(message["body"])
+            events += 1
+            if not message.get("more_body"):
+                break
+        await _text(send, b"%d %d" % (total, events))
+
+    url = asgi(app, dispatch=dispatch, max_body_bytes=1 << 20)
+    data = bytes(range(256)) * (96 * 1024)  # 24 MiB, well over the buffered limit
+    total, events = map(int, requests.post(url + "/", data=data).text.split())
+    assert total == len(data) and events > 1
+    chunks = (data[i:i + 100000] for i in range(0, 3000000, 100000))
+    total, events = map(int, requests.put(url + "/", data=chunks).text.split())  # chunked, length unknown
+    assert total == 3000000 and events > 1
+    assert requests.post(url + "/", data=b"").text == "0 1"
+    assert requests.get(url + "/", data=b"q" * (2 << 20)).status_code == 413  # GET stays buffered

@@ -303,15 +303,46 @@ def test_blocking_apps_run_side_by_side_on_the_pool_threads(wsgi):
     assert len(threads) > 1
 
 
-def test_chunked_upload_gets_a_content_length_and_a_full_input(wsgi):
+def test_chunked_upload_is_read_to_the_end_of_input(wsgi):
     def app(environ, start_response):
-        body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
-        start_response("200 OK", [])
+        stream = environ["wsgi.input"]
+        if environ.get("CONTENT_LENGTH"):
+            body = stream.read(int(environ["CONTENT_LENGTH"]))
+        else:  # chunked: no length, wsgi.input_terminated says read to the end
+            assert environ["wsgi.input_terminated"] is True
+            body = stream.read()
+        start_response("200 OK", [("X-Length", environ.get("CONTENT_LENGTH", "none"))])
         return [body]
 
     url = wsgi(app)
     parts = [b"x" * 1000, b"y" * 5]
-    assert requests.post(url + "/", data=iter(parts)).content == b"".join(parts)
+    r = requests.post(url + "/", data=iter(parts))
+    assert r.content == b"".join(parts) and r.headers["x-length"] == "none"
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+def test_uploads_larger_than_the_buffered_limit_stream_through_wsgi_input(wsgi, chunked):
+    def app(environ, start_response):
+        stream = environ["wsgi.input"]
+        total = 0
+        lines = 0
+        while True:
+            block = stream.readline(1 << 16)
+            if not block:
+                break
+            total += len(block)
+            lines += block.endswith(b"\n")
+        start_response("200 OK", [])
+        return [b"%d %d" % (total, lines)]
+
+    url = wsgi(app, max_body_bytes=1 << 20)  # buffered routes: 1 MiB; streamed: the stream limit
+    line = b"z" * 1023 + b"\n"
+    size = 24 << 20
+    data = line * (size // len(line))
+    body = (data[i:i + (1 << 20)] for i in range(0, len(data), 1 << 20)) if chunked else data
+    assert requests.post(url + "/", data=body).text == "%d %d" % (len(data), size // len(line))
+    # GET keeps the buffered route and its limit
+    assert requests.get(url + "/", data=b"q" * (2 << 20)).status_code == 413
 
 
 def test_head_and_large_bodies(wsgi):

@@ -8,6 +8,7 @@ from typing import Any, Callable
 
 from . import _lib
 from .response import _QUIET
+from ._stream import ROUTE_STREAM_BODY as _ROUTE_STREAM_BODY
 from .server import Server
 
 log = logging.getLogger("ember")
@@ -49,11 +50,19 @@ class AppServer:
         self._server = Server(workers=workers, dispatch=dispatch, pool_threads=pool_threads, loop=loop, **limits)
         self._started = False
 
-    def _install(self) -> None:
+    def _install(self, stream_bodies: bool) -> None:
         callback = self._make_callback()
-        # Any method; "/" apart because the wildcard needs at least one character.
-        self._server._add_raw_route(None, "/", callback)
-        self._server._add_raw_route(None, "/{*path}", callback)
+        # Every path ("/" apart because the wildcard needs at least one character).
+        # ``stream_bodies``: requests of methods that carry bodies (POST, PUT, PATCH, any
+        # other) start once their head is in and read the body as it comes; GET, HEAD,
+        # DELETE and OPTIONS keep the buffered route, where a body (rare) is in the info
+        # struct and reading costs no engine call.
+        for pattern in ("/", "/{*path}"):
+            if stream_bodies:
+                self._server._add_raw_route(["GET", "DELETE", "OPTIONS"], pattern, callback)
+                self._server._add_raw_route(None, pattern, callback, flags=_ROUTE_STREAM_BODY)
+            else:
+                self._server._add_raw_route(None, pattern, callback)
 
     def _make_callback(self) -> Callable[[int, int, int], None]:
         raise NotImplementedError

@@ -12,7 +12,7 @@ final event (ABORTED or COMPLETED, exactly one, last).
 from __future__ import annotations
 
 import itertools
-from ctypes import CFUNCTYPE, c_char_p, c_int32, c_size_t, c_uint16, c_uint32, c_uint64
+from ctypes import POINTER, CFUNCTYPE, c_char_p, c_int32, c_size_t, c_uint16, c_uint32, c_uint64, c_void_p
 from typing import Callable
 
 from . import _lib
@@ -42,6 +42,17 @@ wait_writable = _L.ember_response_wait_writable
 wait_writable.restype, wait_writable.argtypes = c_int32, [c_uint64, c_uint32]
 _on_event = _L.ember_request_on_event
 _on_event.restype, _on_event.argtypes = c_int32, [c_uint64, EVENT_FN, c_size_t]
+
+ROUTE_STREAM_BODY = 1  # ember_server_route_flags: the handler reads the body itself
+LIMIT_STREAM_QUEUE_BYTES = 12
+LIMIT_MAX_STREAM_BODY_BYTES = 17
+
+route_flags = _L.ember_server_route_flags
+route_flags.restype = c_int32
+route_flags.argtypes = [POINTER(_lib.Server), c_char_p, c_char_p, c_uint32, _lib.HANDLER_FN, c_size_t,
+                        _lib.RELEASE_FN]
+read = _L.ember_request_read
+read.restype, read.argtypes = c_int32, [c_uint64, c_void_p, c_size_t, c_uint32, POINTER(c_size_t)]
 
 _listeners: dict[int, Callable[[int], None]] = {}
 _keys = itertools.count(1)

@@ -23,7 +23,7 @@ from . import _lib
 MEM = memoryview((ctypes.c_char * sys.maxsize).from_address(0)).cast("B")
 
 _CODES = {ctypes.c_uint64: "Q", ctypes.c_void_p: "P", ctypes.c_size_t: "N", ctypes.c_uint32: "I",
-          ctypes.c_uint16: "H", ctypes.c_int32: "i"}
+          ctypes.c_uint16: "H", ctypes.c_int32: "i", ctypes.c_int64: "q"}
 _NAMES = [name for name, _ in _lib.RequestInfo._fields_]
 INFO = struct.Struct("@" + "".join(_CODES[t] for _, t in _lib.RequestInfo._fields_))
 assert INFO.size <= ctypes.sizeof(_lib.RequestInfo)
@@ -37,6 +37,10 @@ I_BODY = _NAMES.index("body_ptr")
 I_REMOTE = _NAMES.index("remote_ptr")
 I_HEADERS = _NAMES.index("headers")
 I_VERSION = _NAMES.index("http_version")
+I_LENGTH = _NAMES.index("content_length")  # declared Content-Length, -1 when none
+I_FLAGS = _NAMES.index("flags")
+
+REQUEST_BODY_STREAMED = 1  # info.flags: read the body with ember_request_read
 
 HTTP_VERSIONS = {10: "1.0", 11: "1.1", 20: "2"}
 PROTOCOLS = {10: "HTTP/1.0", 11: "HTTP/1.1", 20: "HTTP/2"}

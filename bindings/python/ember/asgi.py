@@ -14,9 +14,11 @@ Bodies:
 - ``http.disconnect`` comes from the engine's abort notice (the client left, the handler
   timeout, stop) or the end of the response; the events are registered only when the
   app streams or waits for it.
-- request body: ``_HTTPCycle.receive`` gives the whole body as one ``http.request``
-  event (the route is buffered). Streaming it is the switch point there: a route with
-  ``EMBER_ROUTE_STREAM_BODY`` and ``ember_request_read`` on the READABLE event.
+- request: POST, PUT, PATCH and other methods that carry bodies come through a route
+  with ``EMBER_ROUTE_STREAM_BODY``: the app starts once the head is in, and each
+  ``receive()`` hands it the next piece (``ember_request_read``, waiting for the READABLE
+  event). GET, HEAD, DELETE and OPTIONS keep the buffered route: their (rare) body is in
+  the info struct, one ``http.request`` event, no extra engine call.
 - WebSocket: the engine's open callback (``ember_server_websocket`` on the same catch-all
   patterns as the HTTP route) builds a ``websocket`` scope like the HTTP one in
   ``ASGIServer._make_callback`` and starts a ``_WebSocketCycle`` beside ``_HTTPCycle``:
@@ -31,6 +33,7 @@ Bodies:
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import logging
 from typing import Any, Awaitable, Callable
 from urllib.parse import unquote as _unquote
@@ -38,8 +41,8 @@ from urllib.parse import unquote as _unquote
 from . import _lib, _stream
 from ._host import AppServer, access, internal_error as _internal_error, refused as _refused
 from ._loop import BorrowableLoop
-from ._wire import (HTTP_VERSIONS, I_BODY, I_HEADERS, I_METHOD, I_PATH, I_QUERY, I_REMOTE, I_VERSION,
-                    INFO, MEM, METHODS, PAIR, AddrCache)
+from ._wire import (HTTP_VERSIONS, I_BODY, I_FLAGS, I_HEADERS, I_LENGTH, I_METHOD, I_PATH, I_QUERY, I_REMOTE,
+                    I_VERSION, INFO, MEM, METHODS, PAIR, REQUEST_BODY_STREAMED, AddrCache)
 from .response import NOCOPY_MIN, send as _send_any
 
 log = logging.getLogger("ember.asgi")
@@ -52,6 +55,9 @@ _OK = _lib.OK
 # "2.3": send() does not raise when the client has gone. With the engine's abort notice
 # (streaming ABI) this becomes "2.4".
 _HTTP_ASGI = {"version": "3.0", "spec_version": "2.3"}
+
+# A streamed request body is handed to the app in pieces of at most this size.
+_READ_MAX = 65536
 _LIFESPAN_ASGI = {"version": "3.0", "spec_version": "2.0"}
 
 
@@ -63,11 +69,12 @@ class _Events:
     """The engine's events for one request (registered only when needed: a streamed
     answer, or an app waiting for ``http.disconnect``), handed to the loop."""
 
-    __slots__ = ("loop", "writable", "gone", "ended")
+    __slots__ = ("loop", "writable", "readable", "gone", "ended")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.writable: asyncio.Future | None = None
+        self.readable: asyncio.Future | None = None
         self.gone = False   # ABORTED: the client left, the handler timeout answered, or stop
         self.ended = False  # ABORTED or COMPLETED
 
@@ -118,7 +125,8 @@ class _HTTPCycle:
     async def receive(self) -> dict:
         body = self.body
         if body is not None:
-            # Streaming switch point (request body): today the whole body, in one event.
+            if type(body) is int:  # a streamed body, this much left (-1: unknown)
+                return await self._read(body)
             self.body = None
             return {"type": "http.request", "body": body, "more_body": False}
         if not self.done:
@@ -170,6 +178,47 @@ class _HTTPCycle:
             self.headers = message.get("headers", ())
         else:
             raise RuntimeError(f"Unexpected ASGI message {kind!r} sent (HTTP)")
+
+    async def _read(self, left: int) -> dict:
+        """The next piece of a streamed request body (``ember_request_read``, waiting for
+        the READABLE event when nothing is there yet)."""
+        cap = _READ_MAX if left < 0 else min(left, _READ_MAX)
+        if cap == 0:
+            self.body = None
+            return {"type": "http.request", "body": b"", "more_body": False}
+        buf = bytearray(cap)
+        view = (ctypes.c_char * cap).from_buffer(buf)
+        n = ctypes.c_size_t()
+        while True:
+            rc = _stream.read(self.handle, view, cap, 0, ctypes.byref(n))
+            if rc == _OK:
+                got = n.value
+                if got == 0:  # the end of a body of unknown length
+                    self.body = None
+                    return {"type": "http.request", "body": b"", "more_body": False}
+                if left >= 0:
+                    left -= got
+                    self.body = left if left else None
+                return {"type": "http.request", "body": bytes(buf[:got]) if got < cap else bytes(buf),
+                        "more_body": left != 0}
+            if rc != _stream.ERR_WOULD_BLOCK:
+                # Too large (the engine answered 413), too slow (408), or the client left.
+                log.debug("request body of %s %s ended: %s", self.scope["method"], self.scope["path"],
+                          _lib.result_name(rc))
+                self.body = None
+                return {"type": "http.disconnect"}
+            events = self.events
+            if events is None:
+                # Registered only now: data that came since the read raised no event, so
+                # read once more before waiting for READABLE.
+                events = self._listen()
+                if not events.ended:
+                    continue
+            if events.ended:
+                self.body = None
+                return {"type": "http.disconnect"}
+            waiter = events.readable = events.loop.create_future()
+            await waiter
 
     def _head(self) -> bytes | None:
         lines: list = []
@@ -273,7 +322,7 @@ class _HTTPCycle:
 
     def _on_event(self, event: int) -> None:
         events = self.events
-        if event == _stream.EVENT_WRITABLE:
+        if event == _stream.EVENT_WRITABLE or event == _stream.EVENT_READABLE:
             pass
         elif event == _stream.EVENT_ABORTED:
             events.gone = events.ended = True
@@ -281,9 +330,9 @@ class _HTTPCycle:
             events.ended = True
         else:
             return
-        waiter = events.writable
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        for waiter in (events.writable, events.readable):
+            if waiter is not None and not waiter.done():
+                waiter.set_result(None)
         if events.ended:
             self._wake()
 
@@ -430,7 +479,7 @@ class ASGIServer(AppServer):
         self._block = dispatch != "inline"
         self._template = [self._scope_template(port)]
         self._lifespan: _Lifespan | None = None
-        self._install()
+        self._install(stream_bodies=True)
 
     def _scope_template(self, port: int) -> dict:
         return {"type": "http", "asgi": _HTTP_ASGI, "http_version": "1.1", "server": (self.host, port),
@@ -488,8 +537,11 @@ class ASGIServer(AppServer):
                 scope["state"] = state.copy()
                 if f[I_VERSION] != 11:
                     scope["http_version"] = versions.get(f[I_VERSION], "1.1")
-                run(cycle_run, Cycle(handle, mem[p2:p2 + n2].tobytes() if n2 else b"", scope), app,
-                    block=block)
+                if f[I_FLAGS] & REQUEST_BODY_STREAMED:
+                    body = f[I_LENGTH]  # read in receive(); this much is declared (-1: unknown)
+                else:
+                    body = mem[p2:p2 + n2].tobytes() if n2 else b""
+                run(cycle_run, Cycle(handle, body, scope), app, block=block)
             except BaseException:
                 try:
                     log.exception("ember: ASGI request could not be started")

@@ -62,7 +62,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout-graceful-shutdown", type=float, default=10.0, metavar="SECONDS",
                    help="how long in-flight requests may finish on SIGTERM (default 10)")
     p.add_argument("--max-body-size", type=int, default=None, metavar="BYTES",
-                   help="larger request bodies get 413 (engine default 16 MiB)")
+                   help="larger request bodies get 413 (engine defaults: 1 GiB for streamed bodies, "
+                        "16 MiB for the buffered ones of GET, HEAD, DELETE, OPTIONS)")
     p.add_argument("--handler-timeout", type=float, default=None, metavar="SECONDS",
                    help="answer 503 when the app has not answered by then (engine default 30; 0 = off)")
     p.add_argument("--version", action="version", version=_version())
@@ -123,6 +124,7 @@ def _limits(args: argparse.Namespace) -> dict:
     limits: dict = {}
     if args.max_body_size is not None:
         limits["max_body_bytes"] = args.max_body_size
+        limits["max_stream_body_bytes"] = args.max_body_size
     if args.handler_timeout is not None:
         limits["handler_timeout"] = args.handler_timeout
     return limits

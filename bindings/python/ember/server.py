@@ -41,13 +41,14 @@ _running: set = set()
 
 
 class _Route:
-    __slots__ = ("method", "pattern", "fn", "is_async", "raw")
+    __slots__ = ("method", "pattern", "fn", "is_async", "raw", "flags")
 
-    def __init__(self, method: str | None, pattern: str, fn: Handler, raw: bool = False) -> None:
+    def __init__(self, method: str | None, pattern: str, fn: Handler, raw: bool = False, flags: int = 0) -> None:
         self.method = method
         self.pattern = pattern
         self.fn = fn
         self.raw = raw
+        self.flags = flags
         self.is_async = not raw and (inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
             getattr(fn, "__call__", None)))
 
@@ -96,8 +97,12 @@ class _Native:
         else:
             self.table.append((route.fn, route.is_async))
         method = route.method.encode("ascii") if route.method else None
-        rc = L.ember_server_route(self.ptr, method, _wire_pattern(route.pattern),
-                                  cb, slot, self.release_cb)
+        if route.flags:
+            from ._stream import route_flags
+            rc = route_flags(self.ptr, method, _wire_pattern(route.pattern), route.flags, cb, slot,
+                             self.release_cb)
+        else:
+            rc = L.ember_server_route(self.ptr, method, _wire_pattern(route.pattern), cb, slot, self.release_cb)
         if rc != _lib.OK:
             self.table[slot] = None  # on failure the engine took nothing
             raise EmberError(rc, _lib.last_error(), f"route {route.method or '*'} {route.pattern}")
@@ -168,6 +173,8 @@ _LIMIT_KEYS = {
     "idle_timeout": (_lib.LIMIT_IDLE_TIMEOUT_MS, _ms),
     "max_connections": (_lib.LIMIT_MAX_CONNECTIONS, int),
     "handler_timeout": (_lib.LIMIT_HANDLER_TIMEOUT_MS, _ms),
+    "max_stream_body_bytes": (17, int),  # EMBER_LIMIT_MAX_STREAM_BODY_BYTES
+    "stream_queue_bytes": (12, int),     # EMBER_LIMIT_STREAM_QUEUE_BYTES
 }
 
 
@@ -230,15 +237,16 @@ class Server:
             for m in _methods(methods):
                 self._routes.append(_Route(m, path, handler))
 
-    def _add_raw_route(self, methods: Methods, path: str, fn: Callable[[int, int, int], None]) -> None:
+    def _add_raw_route(self, methods: Methods, path: str, fn: Callable[[int, int, int], None],
+                       flags: int = 0) -> None:
         """For the adapters (ASGI, WSGI): ``fn(user_data, handle, info_address)`` is the
         engine's callback itself. It must answer (or hand the handle on) and must never
-        raise: nothing catches for it."""
+        raise: nothing catches for it. ``flags``: ``EMBER_ROUTE_*``."""
         with self._lock:
             if self._native is not None:
                 raise RuntimeError("ember: add routes before start() (or after stop())")
             for m in _methods(methods):
-                self._routes.append(_Route(m, path, fn, raw=True))
+                self._routes.append(_Route(m, path, fn, raw=True, flags=flags))
 
     def route(self, methods: Methods, path: str) -> Callable[[Handler], Handler]:
         """Decorator: ``@app.route(["GET", "HEAD"], "/x")``."""

@@ -10,13 +10,17 @@ Bodies:
   is streamed as it yields (``_stream_rest``: ``ember_response_begin`` / ``_write`` /
   ``_end``, waiting on this pool thread when the engine's queue is full), unless the app
   declared a Content-Length of at most ``_stream.COLLECT_MAX`` (collected, length kept).
-- request: ``wsgi.input`` is a ``BytesIO`` over the whole body, made in
-  ``WSGIServer._make_callback``. Streaming it is the switch point there: a route with
-  ``EMBER_ROUTE_STREAM_BODY`` and a reader over ``ember_request_read``.
+- request: with pool dispatch, POST, PUT, PATCH and other methods that carry bodies
+  come through a route with ``EMBER_ROUTE_STREAM_BODY``: the app starts once the head is
+  in, and ``wsgi.input`` reads the body as it comes (``_RawBody`` over
+  ``ember_request_read``, blocking the pool thread). GET, HEAD, DELETE, OPTIONS (and
+  every method with inline dispatch, which must not block) get a ``BytesIO`` over the
+  buffered body.
 """
 
 from __future__ import annotations
 
+import ctypes
 import io
 import itertools
 import logging
@@ -24,8 +28,8 @@ from typing import Any, Callable, Iterable, Iterator
 
 from . import _lib, _stream, __version__
 from ._host import AppServer, access, internal_error, refused
-from ._wire import (I_BODY, I_HEADERS, I_METHOD, I_PATH, I_QUERY, I_REMOTE, I_VERSION, INFO, MEM, METHODS,
-                    PAIR, PROTOCOLS, split_addr, wsgi_path)
+from ._wire import (I_BODY, I_FLAGS, I_HEADERS, I_LENGTH, I_METHOD, I_PATH, I_QUERY, I_REMOTE, I_VERSION, INFO,
+                    MEM, METHODS, PAIR, PROTOCOLS, REQUEST_BODY_STREAMED, split_addr, wsgi_path)
 from .response import NOCOPY_MIN, send as _send_any
 
 log = logging.getLogger("ember.wsgi")
@@ -70,6 +74,45 @@ class FileWrapper:
         if data:
             return data
         raise StopIteration
+
+
+class _RawBody(io.RawIOBase):
+    """A streamed request body read from the engine (``ember_request_read``), blocking
+    this pool thread until data comes; ``wsgi.input`` wraps it in a BufferedReader."""
+
+    def __init__(self, handle: int, left: int) -> None:
+        super().__init__()
+        self.handle = handle
+        self.left = left  # declared length still to come; -1: unknown (chunked)
+        self.n = ctypes.c_size_t()
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        left = self.left
+        if left == 0:
+            return 0
+        cap = len(b) if left < 0 else min(len(b), left)
+        if cap == 0:
+            return 0
+        rc = _stream.read(self.handle, (ctypes.c_char * cap).from_buffer(b), cap, _READ_WAIT_MS,
+                          ctypes.byref(self.n))
+        if rc != _OK:
+            # Too large (the engine answered 413), too slow (408), or the client left.
+            self.left = 0
+            raise OSError(f"request body: {_lib.result_name(rc)}")
+        got = self.n.value
+        if got == 0:
+            self.left = 0
+        elif left > 0:
+            self.left = left - got
+        return got
+
+
+# How long one read of a streamed request body may wait for the client (the engine's
+# minimum body rate usually ends a stalled upload first).
+_READ_WAIT_MS = 60_000
 
 
 def _environ_key(name: bytes) -> str | None:
@@ -243,7 +286,8 @@ class WSGIServer(AppServer):
         super().__init__(host, port, dispatch=dispatch, workers=workers, pool_threads=pool_threads,
                          reuse_port=reuse_port, access_log=access_log, **limits)
         self._template = [self._environ_template(port)]
-        self._install()
+        # Reading a streamed body blocks, which only pool threads may do.
+        self._install(stream_bodies=dispatch == "pool")
 
     def _environ_template(self, port: int) -> dict:
         return {
@@ -280,6 +324,7 @@ class WSGIServer(AppServer):
         keys: dict[bytes, str | None] = {}
         peers: dict[bytes, tuple[str, str]] = {}
         BytesIO = io.BytesIO
+        BufferedReader = io.BufferedReader
         logged = self.access_log
         # A streamed write waits for the client when the engine's queue is full: that
         # blocks, which only pool threads may do.
@@ -337,12 +382,16 @@ class WSGIServer(AppServer):
                             environ[key] += ("; " if key == "HTTP_COOKIE" else ",") + value
                         else:
                             environ[key] = value
-                p, n = f[I_BODY], f[I_BODY + 1]
-                # Streaming switch point (request body): the whole body, as one stream.
-                body = mem[p:p + n].tobytes() if n else b""
-                if body and "CONTENT_LENGTH" not in environ:  # it came chunked
-                    environ["CONTENT_LENGTH"] = str(n)
-                environ["wsgi.input"] = BytesIO(body)
+                if f[I_FLAGS] & REQUEST_BODY_STREAMED:
+                    # Read as the app reads wsgi.input (a body of unknown length has no
+                    # CONTENT_LENGTH; wsgi.input_terminated says to read to the end).
+                    environ["wsgi.input"] = BufferedReader(_RawBody(handle, f[I_LENGTH]), 65536)
+                else:
+                    p, n = f[I_BODY], f[I_BODY + 1]
+                    body = mem[p:p + n].tobytes() if n else b""
+                    if body and "CONTENT_LENGTH" not in environ:  # it came chunked
+                        environ["CONTENT_LENGTH"] = str(n)
+                    environ["wsgi.input"] = BytesIO(body)
                 start = _StartResponse()
                 result = app(environ, start)
                 status, n = _respond_with(handle, start, result, environ, can_stream)
