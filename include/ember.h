@@ -785,6 +785,8 @@ ember_result ember_server_stats(const struct ember_server *server,
 /**
  * Starts a streamed answer: `status` (200-999) and `headers` ("Name: value" lines) now,
  * the body in `ember_response_write` calls: chunked on HTTP/1.1, DATA frames on HTTP/2.
+ * A `Content-Length` among the headers is kept: the body is then sent length-delimited,
+ * and one that ends short (or runs over) is cut, so the client can tell.
  * Instead of `ember_request_respond`; same errors. The request's views stay valid until
  * `ember_response_end`. Headers are copied.
  */
@@ -818,6 +820,14 @@ ember_result ember_response_write_nocopy(ember_request req,
  * the handle answers `EMBER_ERR_ALREADY_ANSWERED` from now on.
  */
 ember_result ember_response_end(ember_request req);
+
+/**
+ * Ends a streamed answer as failed (the app broke mid-stream): what is queued is
+ * dropped and the client sees the answer cut (HTTP/1.1: the connection closes without the
+ * last chunk; HTTP/2: the stream is reset), never a complete-looking body.
+ * `EMBER_EVENT_ABORTED` follows. The views are released as by `ember_response_end`.
+ */
+ember_result ember_response_abort(ember_request req);
 
 /**
  * Blocks until a write would be taken (`EMBER_OK`), `timeout_ms` passes

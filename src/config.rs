@@ -73,6 +73,25 @@ impl Default for Limits {
     }
 }
 
+impl Limits {
+    /// The limits as the engine uses them: values no server could honour (a timeout of
+    /// 580 million years, ten billion headers) are cut to the largest ones that work, so
+    /// arithmetic on them can neither overflow nor allocate without bound. The C ABI
+    /// refuses such values outright; the Rust API gets them clamped.
+    pub(crate) fn clamped(&self) -> Limits {
+        const LONGEST: Duration = Duration::from_millis(1 << 40);
+        let mut l = self.clone();
+        for d in [&mut l.header_timeout, &mut l.idle_timeout, &mut l.handler_timeout, &mut l.body_rate_grace, &mut l.ws_ping_interval] {
+            *d = (*d).min(LONGEST);
+        }
+        l.max_header_bytes = l.max_header_bytes.clamp(1024, 64 << 20);
+        l.max_headers = l.max_headers.clamp(1, 10_000);
+        l.max_queued = l.max_queued.clamp(1, 1 << 20);
+        l.max_connections = l.max_connections.clamp(1, 1 << 24);
+        l
+    }
+}
+
 /// One listen address and how its socket is set up.
 #[derive(Debug, Clone, Copy)]
 pub struct Listen {

@@ -175,7 +175,7 @@ impl Server {
         *phase = Phase::Running(Box::new(running));
         // Host callbacks never run under the phase lock: a log callback may call stop.
         drop(phase);
-        log.info(&format!("server {} started", self.id));
+        inside::within(self.id, || log.info(&format!("server {} started", self.id)));
         Ok(())
     }
 
@@ -196,7 +196,7 @@ impl Server {
             .on_thread_stop(move || stop_hook.stop())
             .build()
             .map_err(runtime_error)?;
-        let limits = config.limits.clone();
+        let limits = config.limits.clamped();
         let (pool, dispatcher) = match config.dispatch {
             Dispatch::Inline => (None, Dispatcher::inline(self.id, limits.stream_queue_bytes)),
             Dispatch::Pool => {
@@ -285,6 +285,9 @@ impl Server {
         // Dropping the runtime drops every connection and waits for its worker threads,
         // so no inline callback is still running afterwards.
         drop_runtime(runtime);
+        // Before the dispatcher goes: the close callbacks of what was force-closed run
+        // on the pool (or here) while it still exists.
+        crate::ws::purge_server(self.id);
         drop(run);
         if let Some(pool) = pool.as_mut() {
             pool.join();

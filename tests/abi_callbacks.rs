@@ -15,7 +15,6 @@ unsafe extern "C" fn log_and_wait(ud: *mut c_void, _level: i32, msg: *const c_ch
 }
 
 #[test]
-#[ignore = "fails until src/server.rs logs \"server N started\" inside inside::within (reported to the lead; found by the abi fuzz target)"]
 fn wait_from_a_log_callback_is_refused_for_every_line_including_start() {
     // README, Lifecycle 5: from a log callback, wait and free refuse with EMBER_ERR_STATE
     // instead of blocking on their own thread. The start line is logged on the host's
@@ -66,7 +65,6 @@ mod ws_release {
     /// entry in the WebSocket handle table keeps the connection, and through it the route,
     /// alive for good. Without a connection the release runs.
     #[test]
-    #[ignore = "fails until src/ws/conn.rs ends connections whose task is dropped at stop (reported to the lead)"]
     fn websocket_endpoint_release_runs_once_by_free_after_a_connection() {
         let mut s: *mut ember_server = std::ptr::null_mut();
         let handlers = ember_ws_handlers {

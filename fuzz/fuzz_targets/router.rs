@@ -228,7 +228,7 @@ fuzz_target!(|input: Input| {
         let probe = verb.method().unwrap_or(Method::OPTIONS);
         if !pattern.contains(['{', '}']) {
             let Some(sent) = literal_as_sent(pattern, route.lower_hex) else { continue };
-            match router.find(&probe, &sent) {
+            match router.find(&probe, &sent, false) {
                 Match::Found { endpoint, route: found, params } => {
                     let handler = handler_of(endpoint);
                     assert!(params.is_empty(), "{pattern:?} has no parameters but got {params:?}");
@@ -242,7 +242,7 @@ fuzz_target!(|input: Input| {
             let Some((path, want)) = filled(segs, &route.fills, route.lower_hex) else { continue };
             // matchit refuses names it cannot use, so a built pattern that was accepted
             // has well-formed parameters; a path built from it must be found.
-            match router.find(&probe, &path) {
+            match router.find(&probe, &path, false) {
                 Match::Found { endpoint, route: found, params } => {
                     if Arc::ptr_eq(handler_of(endpoint), h) {
                         assert_eq!(params, want, "{pattern:?} probed with {path:?} (route {found:?})");
@@ -263,10 +263,10 @@ fuzz_target!(|input: Input| {
         let verbs: Vec<Verb> = accepted.iter().filter(|(_, p, ..)| p == pattern).map(|(v, ..)| *v).collect();
         let has_any = verbs.contains(&Verb::Any);
         if *verb == Verb::Get && !verbs.contains(&Verb::Head) {
-            assert!(matches!(router.find(&Method::HEAD, &sent), Match::Found { .. }), "HEAD {sent} should use GET's handler");
+            assert!(matches!(router.find(&Method::HEAD, &sent, false), Match::Found { .. }), "HEAD {sent} should use GET's handler");
         }
         if !has_any {
-            match router.find(&Method::PATCH, &sent) {
+            match router.find(&Method::PATCH, &sent, false) {
                 Match::MethodNotAllowed { allow } => {
                     for v in &verbs {
                         let name = v.method().unwrap();
@@ -279,7 +279,7 @@ fuzz_target!(|input: Input| {
     }
 
     for (verb, path) in input.probes.iter().take(16) {
-        let _ = router.find(&verb.method().unwrap_or(Method::GET), path);
+        let _ = router.find(&verb.method().unwrap_or(Method::GET), path, false);
         let _ = percent_decode(path);
     }
     router.clear();
@@ -293,7 +293,7 @@ fn handler_of(e: &Endpoint) -> &Handler {
 }
 
 fn is_found(r: &Router, v: Verb, path: &str) -> bool {
-    matches!(r.find(&v.method().unwrap_or(Method::OPTIONS), path), Match::Found { .. })
+    matches!(r.find(&v.method().unwrap_or(Method::OPTIONS), path, false), Match::Found { .. })
 }
 
 /// True if `handler` belongs to a registration of the same path as a client sends it

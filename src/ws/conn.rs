@@ -48,6 +48,7 @@ struct Out {
 
 pub(crate) struct WsConn {
     pub id: u64,
+    pub server_id: u64,
     request: u64,
     route: Arc<WsRoute>,
     hub: Arc<Hub>,
@@ -66,11 +67,12 @@ pub(crate) struct WsConn {
 
 impl WsConn {
     /// A connection for an upgrade request that the open callback is about to see.
-    pub fn open(request: u64, route: Arc<WsRoute>, hub: Arc<Hub>, mailbox: Arc<Mailbox>, limit: usize) -> Arc<WsConn> {
+    pub fn open(server_id: u64, request: u64, route: Arc<WsRoute>, hub: Arc<Hub>, mailbox: Arc<Mailbox>, limit: usize) -> Arc<WsConn> {
         let mut made = None;
         TABLE.insert(|id| {
             let conn = Arc::new(WsConn {
                 id,
+                server_id,
                 request,
                 route,
                 hub,
@@ -163,7 +165,7 @@ impl WsConn {
 
     /// Ends an accepted connection, once: it leaves its groups and the table, and the
     /// host hears the close after every message already queued for it.
-    fn finish(self: &Arc<Self>, code: u16, reason: String) {
+    pub(crate) fn finish(self: &Arc<Self>, code: u16, reason: String) {
         {
             let mut phase = self.phase.lock();
             if *phase == Phase::Closed {
@@ -216,6 +218,15 @@ pub(crate) struct WsLimits {
 
 /// The connection task: waits for the upgrade, then reads and writes until the end.
 pub(crate) async fn run(conn: Arc<WsConn>, upgrade: OnUpgrade, limits: WsLimits, mut shutdown: watch::Receiver<bool>, state: Arc<ConnState>) {
+    // A task dropped before its end (the server force-closed it) still ends the
+    // connection, so the host hears the close and the route can be released.
+    struct EndOnDrop(Arc<WsConn>);
+    impl Drop for EndOnDrop {
+        fn drop(&mut self) {
+            self.0.finish(1006, "the server closed the connection".into());
+        }
+    }
+    let _end = EndOnDrop(conn.clone());
     let io = match upgrade.await {
         Ok(io) => io,
         Err(_) => return conn.finish(1006, "the upgrade did not complete".into()),
