@@ -43,9 +43,16 @@
 #define EMBER_DISPATCH_INLINE 0
 
 /**
- * Default: handlers run on a bounded pool of long-lived threads; blocking is safe.
+ * Handlers run on a bounded pool of long-lived threads; blocking is safe.
  */
 #define EMBER_DISPATCH_POOL 1
+
+/**
+ * Default: handlers run on the I/O thread while one more I/O thread stays free, else on
+ * the pool: blocking is safe (a blocked handler holds only its own I/O thread), and fast
+ * handlers pay no thread hand-off.
+ */
+#define EMBER_DISPATCH_AUTO 2
 
 /**
  * Request head size limit in bytes (default 16384) → 431.

@@ -10,6 +10,11 @@ pub enum Dispatch {
     Inline,
     /// On a bounded pool of long-lived threads: blocking handlers are safe.
     Pool,
+    /// On the I/O thread while that is safe, else on the pool: the runtime keeps one I/O
+    /// thread more than `workers`, at most `workers` handlers run inline at once, and the
+    /// rest go to the pool. A handler that blocks only holds its own I/O thread; the spare
+    /// one serves everything else.
+    Auto,
 }
 
 /// Limits; every one has a safe default. A zero `Duration` turns that timeout off.
@@ -115,7 +120,7 @@ pub struct Config {
 
 impl Default for Config {
     fn default() -> Self {
-        Config { listen: Vec::new(), workers: 0, dispatch: Dispatch::Pool, pool_threads: 0, limits: Limits::default() }
+        Config { listen: Vec::new(), workers: 0, dispatch: Dispatch::Auto, pool_threads: 0, limits: Limits::default() }
     }
 }
 
@@ -126,6 +131,11 @@ pub(crate) fn cores() -> usize {
 impl Config {
     pub(crate) fn worker_threads(&self) -> usize {
         if self.workers == 0 { cores() } else { self.workers }
+    }
+
+    /// I/O threads the runtime really runs: auto dispatch keeps one spare.
+    pub(crate) fn runtime_threads(&self) -> usize {
+        self.worker_threads() + usize::from(self.dispatch == Dispatch::Auto)
     }
     /// Enough threads that a few blocking handlers do not stall the rest.
     pub(crate) fn pool_size(&self) -> usize {

@@ -198,6 +198,11 @@ fn dispatch(run: &Run, id: u64, handler: Handler, data: Arc<RequestData>) -> Opt
         handler::invoke(run.server_id, &handler, &Request { data }, &run.log);
         return None;
     }
+    if let Some(_slot) = run.dispatcher.try_inline() {
+        registry::attach(id, data.clone(), true);
+        handler::invoke(run.server_id, &handler, &Request { data }, &run.log);
+        return None;
+    }
     registry::attach(id, data, false);
     match run.dispatcher.submit(Job { handler, id }) {
         Submit::Queued => None,

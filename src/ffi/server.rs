@@ -119,6 +119,7 @@ pub unsafe extern "C" fn ember_server_set_dispatch(server: *mut ember_server, mo
         let dispatch = match mode {
             EMBER_DISPATCH_INLINE => Dispatch::Inline,
             EMBER_DISPATCH_POOL => Dispatch::Pool,
+            EMBER_DISPATCH_AUTO => Dispatch::Auto,
             _ => return Err(Error::new(ErrorKind::InvalidArg, format!("dispatch mode {mode} is unknown"))),
         };
         get(server)?.set_dispatch(dispatch)
