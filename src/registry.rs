@@ -27,6 +27,18 @@ enum State {
     Answered,
     TimedOut(Option<Arc<RequestData>>),
     Gone(Option<Arc<RequestData>>),
+    /// The engine answered in the host's place (a streamed body it refused). Like an
+    /// expiry, the host's next call hears why and releases the data it may still read.
+    Refused(Refusal, Option<Arc<RequestData>>),
+}
+
+/// Why the engine answered a request itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// 413: the streamed body passed the limit.
+    TooLarge,
+    /// 408: the streamed body came slower than the minimum rate.
+    TooSlow,
 }
 
 struct Slot {
@@ -135,6 +147,12 @@ fn not_pending(id: u64, state: &State) -> Error {
         State::Answered => Error::new(ErrorKind::AlreadyAnswered, format!("request {id:#x} was already answered")),
         State::Streaming { .. } => Error::new(ErrorKind::AlreadyAnswered, format!("request {id:#x} is already answering with a stream")),
         State::TimedOut(_) => Error::new(ErrorKind::TimedOut, format!("request {id:#x} was already answered by the handler timeout")),
+        State::Refused(Refusal::TooLarge, _) => {
+            Error::new(ErrorKind::TooLarge, format!("request {id:#x}: the body passed the limit; the engine answered 413"))
+        }
+        State::Refused(Refusal::TooSlow, _) => {
+            Error::new(ErrorKind::TimedOut, format!("request {id:#x}: the body arrived too slowly; the engine answered 408"))
+        }
         _ => Error::new(ErrorKind::ClientGone, format!("request {id:#x}: the client disconnected or the server stopped")),
     }
 }
@@ -183,7 +201,7 @@ pub(crate) fn exchange(id: u64) -> Result<Arc<Exchange>> {
 /// True if the slot may be reused.
 fn acknowledge(slot: &mut Slot) -> bool {
     match &mut slot.state {
-        State::TimedOut(data) | State::Gone(data) => {
+        State::TimedOut(data) | State::Gone(data) | State::Refused(_, data) => {
             slot.ex = None;
             data.take().is_some()
         }
@@ -215,9 +233,13 @@ fn retire(id: u64, to: Retire) -> Result<(Option<oneshot::Sender<Answer>>, Optio
                     slot.state = State::Streaming { data };
                     false
                 }
-                Retire::TimedOut | Retire::Gone => {
+                Retire::TimedOut | Retire::Gone | Retire::Refused(_) => {
                     let keeps = data.is_some();
-                    slot.state = if to == Retire::TimedOut { State::TimedOut(data) } else { State::Gone(data) };
+                    slot.state = match to {
+                        Retire::TimedOut => State::TimedOut(data),
+                        Retire::Refused(why) => State::Refused(why, data),
+                        _ => State::Gone(data),
+                    };
                     if !keeps {
                         slot.ex = None;
                     }
@@ -228,7 +250,7 @@ fn retire(id: u64, to: Retire) -> Result<(Option<oneshot::Sender<Answer>>, Optio
         }
         // The host's answer attempt on a request that ended without it: report why, and
         // release the data it no longer needs.
-        other @ (State::TimedOut(_) | State::Gone(_)) if matches!(to, Retire::Answer | Retire::Stream) => {
+        other @ (State::TimedOut(_) | State::Gone(_) | State::Refused(..)) if matches!(to, Retire::Answer | Retire::Stream) => {
             let err = not_pending(id, &other);
             slot.state = other;
             let freed = acknowledge(slot);
@@ -253,6 +275,7 @@ enum Retire {
     Stream,
     TimedOut,
     Gone,
+    Refused(Refusal),
 }
 
 /// Releases what the host never answered once its server has stopped.
@@ -364,6 +387,14 @@ impl Claim {
         answer.ex = self.ex;
         self.tx.send(answer).map_err(|_| not_pending(id, &State::Gone(None)))
     }
+}
+
+/// The engine answers in the host's place (413 or 408 for a streamed body it refused):
+/// as after an expiry, the host's next call on the handle reports why (and releases the
+/// request's data, which it may still be reading until then).
+pub(crate) fn refuse(id: u64, answer: Answer, why: Refusal) -> Result<()> {
+    let (tx, ex) = retire(id, Retire::Refused(why))?;
+    Claim { id, tx: tx.ok_or_else(|| invalid(id))?, ex }.send(answer)
 }
 
 /// Delivers the host's answer. Exactly one answer per request gets through.

@@ -8,7 +8,7 @@ use crate::engine::Run;
 use crate::exchange::Exchange;
 use crate::handler::{self, Handler, Request};
 use crate::inbox::{self, InError, Inbox};
-use crate::registry;
+use crate::registry::{self, Refusal};
 use crate::reply::Reply;
 use crate::request::{Answer, Parts, RequestData};
 use crate::response::canned;
@@ -218,8 +218,8 @@ fn dispatch(run: &Run, id: u64, handler: Handler, data: Arc<RequestData>) -> Opt
 /// (413, 408) unless the host already did, in which case a streamed answer is cut.
 async fn pump_body(incoming: Incoming, inbox: Arc<Inbox>, ex: Arc<Exchange>, run: Arc<Run>) {
     let Some(error) = inbox::pump(incoming, inbox.clone(), ex.clone(), run.limits.clone()).await else { return };
-    let status = if error == InError::TooLarge { 413 } else { 408 };
-    if registry::answer(ex.id, canned(status, true)).is_err() {
+    let (status, why) = if error == InError::TooLarge { (413, Refusal::TooLarge) } else { (408, Refusal::TooSlow) };
+    if registry::refuse(ex.id, canned(status, true), why).is_err() {
         if let Some(out) = ex.outbox.get() {
             out.close();
         }
