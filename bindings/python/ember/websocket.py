@@ -79,6 +79,9 @@ _OK = _lib.OK
 
 OPENING, OPEN, CLOSED, REFUSED = "opening", "open", "closed", "refused"
 
+#: How long a message callback waits for a caught-up coroutine to take its message (s).
+HANDOVER_WAIT = 0.005
+
 
 def encode_message(message: Any) -> tuple[int, bytes]:
     """(kind, payload): ``str`` is a text message, bytes-like a binary one."""
@@ -321,8 +324,10 @@ class AsyncWebSocket(_WsBase):
         while True:
             with self._lock:
                 if self._inbox:
-                    message, size = self._inbox.popleft()
+                    message, size, done = self._inbox.popleft()
                     self._inbox_bytes -= size
+                    if done is not None:
+                        self.loop.call_soon(done.set)  # runs once this step has ended
                     return message
                 if self.state != OPEN:
                     raise WebSocketClosed(self.close_code or 1006, self.close_reason, _lib.ERR_CLIENT_GONE, "receive")
@@ -374,12 +379,15 @@ class AsyncWebSocket(_WsBase):
     # -- engine callbacks (engine threads) -------------------------------------------------
     def _received(self, message: Any, size: int) -> None:
         ep = self.endpoint
+        done = None
         with self._lock:
             if self._inbox and (len(self._inbox) >= ep.max_queue or self._inbox_bytes + size > ep.max_queue_bytes):
                 overflow = True
             else:
                 overflow = False
-                self._inbox.append((message, size))
+                if not self._inbox:
+                    done = threading.Event()  # the coroutine is caught up: see below
+                self._inbox.append((message, size, done))
                 self._inbox_bytes += size
                 fut, self._reader = self._reader, None
         if overflow:
@@ -392,6 +400,14 @@ class AsyncWebSocket(_WsBase):
             return
         if fut is not None:
             self._post(self._wake, fut)
+        if done is not None:
+            # The engine counts a message as with the host once this callback returns,
+            # and answers a peer's close only after that (RFC 6455 lets the close wait
+            # for replies). A coroutine that has read everything before takes this
+            # message at once, so the callback waits for that (at most HANDOVER_WAIT):
+            # a reply it sends in the same step then goes out before the close. One that
+            # is behind is not waited for.
+            done.wait(HANDOVER_WAIT)
 
     def _ended(self, code: int, reason: str) -> None:
         with self._lock:
