@@ -515,3 +515,16 @@ def test_streams_over_http2(serve, dispatch):
         assert r.content == b"".join(b"%04d" % i for i in range(5000))
         r = c.get(s.url + "/h2async")
         assert (r.http_version, r.text) == ("HTTP/2", "h2 0;h2 1;h2 2;")
+
+
+def test_a_raising_on_abort_callback_is_logged_and_the_server_goes_on(serve, caplog):
+    def setup(app):
+        @app.get("/abort-bug")
+        def abort_bug(req):
+            req.defer()
+            req.on_abort(lambda: 1 / 0)
+
+    s = serve(setup, handler_timeout=0.2)
+    assert httpx.get(s.url + "/abort-bug", timeout=10).status_code == 503
+    assert wait_for(lambda: "ZeroDivisionError" in caplog.text, 5)
+    assert httpx.get(s.url + "/nothing").status_code == 404

@@ -372,3 +372,37 @@ def test_a_thousand_connections_echo(serve):
     if soft < 4096:
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 8192), hard))
     assert asyncio.run(main()) == ["c%d" % i for i in range(1000)]
+
+
+def test_callback_form_misuse_and_raising_close_callbacks_are_logged(serve, caplog):
+    seen = {}
+
+    def on_open(ws):
+        try:
+            ws.send("too early")
+        except ember.EmberError as e:
+            seen["early"] = str(e)
+        ws.accept()
+        try:
+            ws.accept()
+        except ember.EmberError as e:
+            seen["twice"] = e.name
+
+    def on_close(ws, code, reason):
+        seen["closed"] = code
+        raise RuntimeError("close callback bug")
+
+    def setup(app):
+        app.websocket("/m", on_open=on_open, on_message=lambda ws, m: ws.send(m), on_close=on_close)
+
+    s = serve(setup)
+    with connect(url(s, "/m")) as c:
+        c.send("fine")
+        assert c.recv(timeout=10) == "fine"
+    assert wait_for(lambda: "closed" in seen)
+    assert "accept the WebSocket before sending" in seen["early"]
+    assert seen["twice"] == "EMBER_ERR_ALREADY_ANSWERED" and seen["closed"] == 1000
+    assert wait_for(lambda: "close callback bug" in caplog.text)
+    with connect(url(s, "/m")) as c:  # and the endpoint goes on
+        c.send("again")
+        assert c.recv(timeout=10) == "again"

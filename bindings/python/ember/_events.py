@@ -62,6 +62,12 @@ class RequestEvents:
 
     # -- on an engine thread ---------------------------------------------------------
     def _on_event(self, event: int) -> None:
+        try:
+            self._handle(event)
+        except BaseException:  # logged here: nothing may reach the engine's thread
+            log.exception("ember: handling request event %d failed", event)
+
+    def _handle(self, event: int) -> None:
         if event == _lib.EVENT_ABORTED:
             self.aborted = self.ended = True
             pump = self.pump

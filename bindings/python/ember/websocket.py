@@ -545,7 +545,7 @@ class WsHub:
             if ws is not None:
                 ws._writable()
         except BaseException:
-            pass
+            log.exception("ember: WebSocket writable notice failed")
 
 
 def broadcast(server_ptr: Any, group: str, message: Any, exclude: Any = None) -> int:
