@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 import ember
-from streamutil import read_all, read_head, reset_close, wait_for
+from streamutil import read_head, reset_close, wait_for
 
 
 def _digest_app(app):

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 import ember
-from streamutil import dechunk, read_all, read_head, reset_close, stalled_get, wait_for
+from streamutil import dechunk, read_all, reset_close, stalled_get, wait_for
 
 
 def _get(port, path, timeout=10):

@@ -2,7 +2,6 @@
 with backpressure, accept/refuse, close codes), the callback form (open/message/close/
 writable, refusing, send's False), groups and broadcast, errors, and server stop."""
 import asyncio
-import socket
 import threading
 import time
 

@@ -93,7 +93,8 @@ class LoopRunner:
 
     @staticmethod
     async def _run(aw: Any, request: Request) -> None:
-        from .streaming import STREAM_TYPES, after_stream, handler_failed, stream_async
+        from ._pump import after_stream, handler_failed, stream_async
+        from .streaming import STREAM_TYPES
 
         try:
             result = await aw

@@ -16,8 +16,8 @@ from ._async import LoopRunner
 from ._events import events_of
 from .request import Request
 from .response import _QUIET, INTERNAL_ERROR, NOCOPY_MIN, Response, answer, describe, encode, send
-from .streaming import (STREAM_TYPES, after_stream, handler_failed, is_async_stream, stream_async,
-                        stream_sync)
+from ._pump import after_stream, handler_failed, stream_async, stream_sync
+from .streaming import STREAM_TYPES, is_async_stream
 
 log = logging.getLogger("ember")
 

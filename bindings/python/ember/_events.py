@@ -41,7 +41,7 @@ class RequestEvents:
         self.ended = False
         #: It was ABORTED: the client left, the handler timeout answered, or the server stopped.
         self.aborted = False
-        #: A sync pump (``streaming._SyncPump``): kicked on WRITABLE, told about ABORTED.
+        #: A sync pump (``_pump._SyncPump``): kicked on WRITABLE, told about ABORTED.
         self.pump: Any = None
         #: Set when this program aborted the stream itself: its own task is not cancelled.
         self.quiet = False

@@ -37,7 +37,7 @@ class _Native:
     """One engine server and the callbacks it may call."""
 
     def __init__(self, runner: LoopRunner, inline: bool = False) -> None:
-        from .websocket import WsHub
+        from ._wshub import WsHub
 
         self.ptr = ctypes.POINTER(_lib.Server)()
         check(L.ember_server_new(byref(self.ptr)), "ember_server_new")

@@ -27,7 +27,8 @@ from ._dispatch import engine_threads
 from ._native import _Native, offload_threads
 from .errors import check
 from .request import Request
-from .websocket import Endpoint, broadcast as _broadcast
+from ._wshub import broadcast as _broadcast
+from .websocket import Endpoint
 
 log = logging.getLogger("ember")
 
