@@ -9,6 +9,7 @@ If the app dies during a test, that test fails (with the app's output) and the a
 so that the remaining tests still report their own results.
 """
 import os
+import resource
 import signal
 import subprocess
 import time
@@ -16,6 +17,13 @@ import time
 import pytest
 
 from appproc import STOP_TIMEOUT_S, App
+
+# The 1,000-connection WebSocket test needs more descriptors than Debian's default soft limit
+# (1024), in this process and in the app, which inherits the limit when it is started below.
+_soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+_want = 65536 if _hard == resource.RLIM_INFINITY else min(_hard, 65536)
+if _soft != resource.RLIM_INFINITY and _soft < _want:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (_want, _hard))
 
 
 def pytest_report_header(config):
