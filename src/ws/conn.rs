@@ -25,6 +25,8 @@ use tokio_tungstenite::WebSocketStream;
 
 /// How long a closing handshake may take before the connection is cut.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
+/// How long a failed connection's peer may go on sending before the socket is dropped.
+const LINGER: Duration = Duration::from_secs(2);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -228,13 +230,45 @@ pub(crate) async fn run(conn: Arc<WsConn>, upgrade: OnUpgrade, limits: WsLimits,
         .max_message_size(Some(limits.max_message))
         .max_frame_size(Some(limits.max_message));
     let mut ws = WebSocketStream::from_raw_socket(TokioIo::new(io), Role::Server, Some(config)).await;
-    let (code, reason) = session(&conn, &mut ws, limits, &mut shutdown, &state).await;
+    let mut failed = false;
+    let (code, reason) = session(&conn, &mut ws, limits, &mut shutdown, &state, &mut failed).await;
     conn.finish(code, reason);
+    if failed {
+        linger(ws.get_mut(), &mut shutdown).await;
+    }
+}
+
+/// After failing a connection (1002, 1007, 1009) while the peer may still be sending (the
+/// rest of an oversize message): dropping the socket with unread bytes makes the kernel
+/// send a reset, the peer's next write fails, and clients then never read our close frame.
+/// So: send FIN, then read and drop what still comes until the peer closes, for a while.
+async fn linger(io: &mut TokioIo<hyper::upgrade::Upgraded>, shutdown: &mut watch::Receiver<bool>) {
+    use tokio::io::AsyncReadExt;
+    let _ = io.shutdown().await;
+    let mut sink = [0u8; 4096];
+    let drain = async {
+        while let Ok(n) = io.read(&mut sink).await {
+            if n == 0 {
+                break;
+            }
+        }
+    };
+    tokio::select! {
+        _ = tokio::time::timeout(LINGER, drain) => {}
+        _ = shutdown.changed() => {}
+    }
 }
 
 type Ws = WebSocketStream<TokioIo<hyper::upgrade::Upgraded>>;
 
-async fn session(conn: &Arc<WsConn>, ws: &mut Ws, limits: WsLimits, shutdown: &mut watch::Receiver<bool>, state: &ConnState) -> (u16, String) {
+async fn session(
+    conn: &Arc<WsConn>,
+    ws: &mut Ws,
+    limits: WsLimits,
+    shutdown: &mut watch::Receiver<bool>,
+    state: &ConnState,
+    failed: &mut bool,
+) -> (u16, String) {
     let ping_every = (!limits.ping_interval.is_zero()).then_some(limits.ping_interval);
     let ping = tokio::time::sleep(ping_every.unwrap_or(Duration::from_secs(3600)));
     tokio::pin!(ping);
@@ -297,7 +331,10 @@ async fn session(conn: &Arc<WsConn>, ws: &mut Ws, limits: WsLimits, shutdown: &m
                         };
                         return closing.map(|(c, r)| if code == 1005 { (c, r) } else { (code, reason.clone()) }).unwrap_or((code, reason));
                     }
-                    Some(Err(e)) => return fail(ws, e).await,
+                    Some(Err(e)) => {
+                        *failed = true;
+                        return fail(ws, e).await;
+                    }
                     None => return closing.unwrap_or((1006, String::new())),
                 }
             }
