@@ -38,8 +38,12 @@ class Closed(Exception):
 
 
 class RawWs:
-    def __init__(self, port, path="/ws", timeout=5.0, extra_headers=()):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    def __init__(self, port, path="/ws", timeout=5.0, extra_headers=(), rcvbuf=None):
+        self.sock = socket.socket()
+        if rcvbuf:   # before connecting, so the TCP window starts small
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        self.sock.settimeout(timeout)
+        self.sock.connect(("127.0.0.1", port))
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.buf = b""
         key = base64.b64encode(os.urandom(16))
