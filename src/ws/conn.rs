@@ -323,6 +323,12 @@ async fn session(
                     Some(Ok(Message::Ping(_))) => { let _ = ws.flush().await; }
                     Some(Ok(Message::Pong(_))) | Some(Ok(Message::Frame(_))) => {}
                     Some(Ok(Message::Close(frame))) => {
+                        // Messages that came before the close may still be with the host;
+                        // what it sends for them goes out before our answer to the close
+                        // (RFC 6455 §5.5.1 lets the answer wait for them).
+                        if closing.is_none() && settle(conn, ws, limits.stall, state).await.is_err() {
+                            return (1006, String::new());
+                        }
                         // tungstenite answers the close; send it before going.
                         let _ = ws.flush().await;
                         let (code, reason) = match frame {
@@ -367,13 +373,32 @@ async fn send_close(ws: &mut Ws, code: u16, reason: &str) -> std::result::Result
 
 /// Writes every queued frame straight to the socket, after anything tungstenite has
 /// pending (pongs). A peer that takes no bytes for `stall` is cut.
+/// The peer sent a close: waits (at most `CLOSE_GRACE`) until the host has seen every
+/// message delivered before it, then writes what the host queued, ahead of tungstenite's
+/// pending answer to the close.
+async fn settle(conn: &Arc<WsConn>, ws: &mut Ws, stall: Duration, state: &ConnState) -> std::result::Result<(), (u16, String)> {
+    let deadline = tokio::time::Instant::now() + CLOSE_GRACE;
+    while conn.inbound.load(Ordering::Acquire) > 0 && tokio::time::Instant::now() < deadline {
+        tokio::select! {
+            _ = conn.wake.notified() => {}
+            _ = tokio::time::sleep(Duration::from_millis(5)) => {}
+        }
+    }
+    write_frames(conn, ws, stall, state, false).await
+}
+
 async fn write_queue(conn: &Arc<WsConn>, ws: &mut Ws, stall: Duration, state: &ConnState) -> std::result::Result<(), (u16, String)> {
+    write_frames(conn, ws, stall, state, true).await
+}
+
+/// Writes the host's queue; with `flush_first`, after what tungstenite has pending.
+async fn write_frames(conn: &Arc<WsConn>, ws: &mut Ws, stall: Duration, state: &ConnState, flush_first: bool) -> std::result::Result<(), (u16, String)> {
     let (queue, writable) = conn.take_queue();
     if queue.is_empty() {
         return Ok(());
     }
     let cut = || (1006, "the peer stopped reading".to_owned());
-    if ws.flush().await.is_err() {
+    if flush_first && ws.flush().await.is_err() {
         return Err(cut());
     }
     for frame in queue {
