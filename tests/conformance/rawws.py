@@ -26,7 +26,16 @@ def frame(opcode, payload=b"", fin=True, rsv=0, mask=True, length=None):
     if not mask:
         return head + payload
     key = os.urandom(4)
-    return head + key + bytes(b ^ key[i % 4] for i, b in enumerate(payload))
+    return head + key + masked(payload, key)
+
+
+def masked(payload, key):
+    """payload XOR the repeated 4-byte key (as one big integer: fast for 16 MiB)."""
+    if not payload:
+        return b""
+    n = len(payload)
+    stream = (key * (n // 4 + 1))[:n]
+    return (int.from_bytes(payload, "little") ^ int.from_bytes(stream, "little")).to_bytes(n, "little")
 
 
 def close_payload(code, reason=b""):
