@@ -5,7 +5,8 @@ use crate::body;
 use crate::connstate::{BodyBudget, ConnState, InFlight};
 use crate::dispatch::{Job, Mailbox, Submit};
 use crate::engine::Run;
-use crate::exchange::Exchange;
+use crate::error::ErrorKind;
+use crate::exchange::{Event, Exchange};
 use crate::handler::{self, Handler, Request};
 use crate::inbox::{self, InError, Inbox};
 use crate::registry;
@@ -202,13 +203,18 @@ fn dispatch(run: &Run, id: u64, handler: Handler, data: Arc<RequestData>) -> Opt
 /// (413, 408) unless the host already did, in which case a streamed answer is cut.
 async fn pump_body(incoming: Incoming, inbox: Arc<Inbox>, ex: Arc<Exchange>, run: Arc<Run>) {
     let Some(error) = inbox::pump(incoming, inbox.clone(), ex.clone(), run.limits.clone()).await else { return };
-    let status = if error == InError::TooLarge { 413 } else { 408 };
-    if registry::answer(ex.id, canned(status, true)).is_err() {
+    let (status, kind) = if error == InError::TooLarge { (413, ErrorKind::TooLarge) } else { (408, ErrorKind::TimedOut) };
+    // Like an expiry: the host's later calls on the handle report why, and its views stay
+    // valid until then.
+    if registry::refuse(ex.id, kind, canned(status, true)).is_err() {
         if let Some(out) = ex.outbox.get() {
             out.close();
         }
+        inbox.fail_reader(error, &ex);
+        return;
     }
     inbox.fail_reader(error, &ex);
+    ex.fire(Event::Aborted);
 }
 
 /// The pool's queue is full (or the pool is gone): the client may try again shortly.
