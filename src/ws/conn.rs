@@ -218,6 +218,7 @@ pub(crate) struct WsLimits {
 
 /// The connection task: waits for the upgrade, then reads and writes until the end.
 pub(crate) async fn run(conn: Arc<WsConn>, upgrade: OnUpgrade, limits: WsLimits, mut shutdown: watch::Receiver<bool>, state: Arc<ConnState>) {
+    let _finally = FinishOnDrop { conn: conn.clone(), stopping: shutdown.clone() };
     let io = match upgrade.await {
         Ok(io) => io,
         Err(_) => return conn.finish(1006, "the upgrade did not complete".into()),
@@ -235,6 +236,21 @@ pub(crate) async fn run(conn: Arc<WsConn>, upgrade: OnUpgrade, limits: WsLimits,
     conn.finish(code, reason);
     if failed {
         linger(ws.get_mut(), &mut shutdown).await;
+    }
+}
+
+/// A connection task dropped before it finished (stop's timeout drops the runtime, and
+/// with it every task still waiting for a closing handshake): the host still hears
+/// `on_close` exactly once, and the handle leaves the table (which lets go of the route).
+struct FinishOnDrop {
+    conn: Arc<WsConn>,
+    stopping: watch::Receiver<bool>,
+}
+
+impl Drop for FinishOnDrop {
+    fn drop(&mut self) {
+        let (code, reason) = if *self.stopping.borrow() { (1001, "server stopping") } else { (1006, "") };
+        self.conn.finish(code, reason.into());
     }
 }
 
