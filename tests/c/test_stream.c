@@ -575,6 +575,8 @@ static void nb_handler(void *ud, ember_request req, const ember_request_info *in
 }
 
 static void test_streamed_body_readable_events_inline(void) {
+    static const char expect_head[] =
+        "POST /up HTTP/1.1\r\nHost: h\r\nContent-Length: 1000\r\nExpect: 100-continue\r\n\r\n";
     ember_server *s;
     uint16_t port;
     http_resp r;
@@ -588,8 +590,7 @@ static void test_streamed_body_readable_events_inline(void) {
     port = start_server(s);
     fd = http_connect(port);
     /* Expect: 100-continue is answered at the first read, which comes at once here. */
-    CHECK(fd >= 0 && http_send(fd, "POST /up HTTP/1.1\r\nHost: h\r\nContent-Length: 1000\r\nExpect: 100-continue\r\n\r\n",
-                               77) == 0);
+    CHECK(fd >= 0 && http_send(fd, expect_head, sizeof expect_head - 1) == 0);
     {
         char got[64] = {0};
         CHECK(recv(fd, got, 25, 0) > 0 && strncmp(got, "HTTP/1.1 100 Continue", 21) == 0);

@@ -404,7 +404,7 @@ static void test_backpressure_and_on_writable(void) {
     CHECK(flood.next < FLOOD_TOTAL);
     CHECK(flood.buffered_at_refusal >= 8 * FLOOD_SIZE);
     for (i = 0; i < FLOOD_TOTAL; i++) {
-        char want[6];
+        char want[16];
         if (ws_recv(fd, &op, &p, &n) != 0) { bad++; break; }
         snprintf(want, sizeof want, "%05d", i);
         bad += op != 2 || n != FLOOD_SIZE || memcmp(p, want, 5) != 0;
