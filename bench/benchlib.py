@@ -291,8 +291,25 @@ class Server:
 
 # ---------------------------------------------------------------- answer and keep-alive check
 
-def verify(port: int, path: str = "/", timeout: float = 5.0) -> dict:
-    """Two GETs on one connection: both 200, application/json, the exact body, connection kept."""
+def verify(port: int, path: str = "/", timeout: float = 5.0, keep_alive: bool = True) -> dict:
+    """Two GETs on one connection: both 200, application/json, the exact body, connection kept.
+    ``keep_alive=False`` (servers that close after every answer, e.g. gunicorn's sync workers):
+    two GETs, each on its own connection."""
+    if not keep_alive:
+        seen = []
+        for i in range(2):
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+            try:
+                conn.request("GET", path, headers={"Accept": "*/*"})
+                r = conn.getresponse()
+                body = r.read()
+                ctype = r.getheader("Content-Type", "")
+                if r.status != 200 or body != EXPECTED_BODY or ctype.split(";")[0].strip().lower() != "application/json":
+                    raise BenchError(f"GET {path}: status {r.status}, Content-Type {ctype!r}, body {body[:200]!r}")
+                seen.append({k.lower(): v for k, v in r.getheaders()})
+            finally:
+                conn.close()
+        return {"ok": True, "keep_alive": False, "response_headers": seen[0]}
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
         seen = []

@@ -40,13 +40,14 @@ NCPU = os.cpu_count() or 1
 
 class Target:
     def __init__(self, name, label, group, needs, argv, env=None, cwd=None, fixed_port=False,
-                 quick=False, ready_timeout=30.0, stop_timeout=8.0, prepare=None, path="/"):
+                 quick=False, ready_timeout=30.0, stop_timeout=8.0, prepare=None, path="/", keep_alive=True):
         self.name, self.label, self.group, self.needs = name, label, group, needs
         self.path = path  # what wrk, hey and the ladder request (answers the hello body)
         self.argv, self.env, self.cwd = argv, env or (lambda w: {}), cwd
         self.fixed_port, self.quick = fixed_port, quick
         self.ready_timeout, self.stop_timeout = ready_timeout, stop_timeout
         self.prepare = prepare  # (port, workdir) -> None: writes config files
+        self.keep_alive = keep_alive  # False: the server closes after every answer (gunicorn sync)
 
 
 def _py() -> str:
@@ -58,6 +59,11 @@ def _ember_env(dispatch):
         return {"EMBER_DISPATCH": dispatch, "EMBER_WORKERS": str(workers),
                 "EMBER_LIBRARY": str(RELEASE / "libember.so")}
     return env
+
+
+def _ember_cli_env(workers):
+    return {"EMBER_LIBRARY": str(RELEASE / "libember.so"),
+            "PYTHONPATH": str(ROOT / "bindings" / "python")}
 
 
 def _nginx_prepare(port, workdir: Path):
@@ -118,6 +124,43 @@ def all_targets() -> list[Target]:
                                      "--no-access-log", "--log-level", "warning"]
                     + (["--workers", str(w or NCPU)] if (w or NCPU) > 1 else []) + ["py_hello:asgi_app"],
                     cwd=TARGETS_DIR, fixed_port=True))
+    # ASGI and WSGI apps: the same app file on Ember's command line and on the servers its
+    # users run today. Processes = the mode's worker count, one I/O thread each for Ember.
+    def ember_cli(spec, interface, dispatch):
+        return lambda p, w, d: [_py(), "-m", "ember", spec, "--interface", interface, "--host", "127.0.0.1",
+                                "--port", str(p), "--workers", str(w or NCPU), "--io-threads", "1",
+                                "--dispatch", dispatch, "--log-level", "warning"]
+
+    def granian(spec, interface):
+        return lambda p, w, d: [str(VENV / "bin" / "granian"), "--interface", interface, "--host", "127.0.0.1",
+                                "--port", str(p), "--workers", str(w or NCPU), "--no-ws", "--log-level", "warning",
+                                spec]
+
+    def uvicorn(spec):
+        return lambda p, w, d: ([str(VENV / "bin" / "uvicorn"), "--host", "127.0.0.1", "--port", str(p),
+                                 "--no-access-log", "--log-level", "warning"]
+                                + (["--workers", str(w or NCPU)] if (w or NCPU) > 1 else []) + [spec])
+
+    T.append(Target("ember-asgi", "Ember ASGI (python -m ember)", "ember", ["ember-lib", "venv"],
+                    ember_cli("py_hello:asgi_app", "asgi", "inline"), env=_ember_cli_env, cwd=TARGETS_DIR,
+                    fixed_port=True, quick=True))
+    T.append(Target("ember-asgi-fastapi", "Ember ASGI, FastAPI JSON route", "ember", ["ember-lib", "venv"],
+                    ember_cli("py_fastapi:app", "asgi", "inline"), env=_ember_cli_env, cwd=TARGETS_DIR,
+                    fixed_port=True, quick=True))
+    T.append(Target("uvicorn-fastapi", "uvicorn, FastAPI JSON route", "python", ["venv"],
+                    uvicorn("py_fastapi:app"), cwd=TARGETS_DIR, fixed_port=True, quick=True))
+    T.append(Target("granian-asgi-fastapi", "granian ASGI, FastAPI JSON route", "python", ["venv"],
+                    granian("py_fastapi:app", "asgi"), cwd=TARGETS_DIR, fixed_port=True))
+    T.append(Target("ember-wsgi-flask", "Ember WSGI, Flask route", "ember", ["ember-lib", "venv"],
+                    ember_cli("py_flask:app", "wsgi", "pool"), env=_ember_cli_env, cwd=TARGETS_DIR,
+                    fixed_port=True, quick=True))
+    T.append(Target("gunicorn-flask", "gunicorn (sync workers), Flask route", "python", ["venv"],
+                    lambda p, w, d: [str(VENV / "bin" / "gunicorn"), "--worker-class", "sync", "--workers",
+                                     str(w or NCPU), "--bind", f"127.0.0.1:{p}", "--log-level", "warning",
+                                     "py_flask:app"],
+                    cwd=TARGETS_DIR, fixed_port=True, quick=True, keep_alive=False))
+    T.append(Target("granian-wsgi-flask", "granian WSGI, Flask route", "python", ["venv"],
+                    granian("py_flask:app", "wsgi"), cwd=TARGETS_DIR, fixed_port=True))
     T.append(Target("httplistener", "Mono HttpListener hello", "dotnet", ["httplistener"],
                     lambda p, w, d: ["mono", str(BUILD / "HttpListenerHello.exe"), str(p)],
                     fixed_port=True, quick=True))
@@ -251,8 +294,8 @@ def build_all(needed: set[str], skip_build: bool) -> dict[str, dict]:
     if "nginx" in needed:
         rec("nginx", shutil.which("nginx") is not None, note="" if shutil.which("nginx") else "nginx not installed")
     if "venv" in needed:
-        ok = (VENV / "bin" / "granian").exists() and (VENV / "bin" / "uvicorn").exists()
-        rec("venv", ok, note="" if ok else f"{VENV} lacks granian/uvicorn (bench/run sets it up)")
+        ok = all((VENV / "bin" / tool).exists() for tool in ("granian", "uvicorn", "gunicorn"))
+        rec("venv", ok, note="" if ok else f"{VENV} lacks granian/uvicorn/gunicorn (bench/run sets it up)")
     return st
 
 
@@ -358,7 +401,7 @@ def measure_target(t: Target, mode: str, plan: Plan, rawdir: Path) -> dict:
         url = f"http://127.0.0.1:{srv.port}{t.path}"
         res["url"] = url
         # the first request may compile the application (ASP.NET targets)
-        v = verify(srv.port, t.path, timeout=max(5.0, t.ready_timeout))
+        v = verify(srv.port, t.path, timeout=max(5.0, t.ready_timeout), keep_alive=t.keep_alive)
         res["verify"] = v
         time.sleep(0.5)
         srv.remember_tree()
@@ -400,7 +443,7 @@ def measure_target(t: Target, mode: str, plan: Plan, rawdir: Path) -> dict:
             sampler.stop()
             sampler.join(timeout=2)
         res["rss_peak_kb"] = max(sampler.peak_kb, res["rss_idle_kb"])
-        res["verify_after"] = verify(srv.port, t.path)
+        res["verify_after"] = verify(srv.port, t.path, keep_alive=t.keep_alive)
         res["status"] = "ok"
     except (BenchError, OSError, subprocess.SubprocessError, ValueError, KeyError) as e:
         res["error"] = f"{type(e).__name__}: {e}"
@@ -597,6 +640,12 @@ HEAD_TO_HEAD = [
     ("Ember Python pool vs granian RSGI", "ember-py-pool", "granian-rsgi"),
     ("Ember Python pool vs granian ASGI", "ember-py-pool", "granian-asgi"),
     ("Ember Python pool vs uvicorn", "ember-py-pool", "uvicorn"),
+    ("Ember ASGI vs uvicorn (same ASGI app)", "ember-asgi", "uvicorn"),
+    ("Ember ASGI vs granian ASGI (same ASGI app)", "ember-asgi", "granian-asgi"),
+    ("Ember ASGI vs uvicorn, FastAPI", "ember-asgi-fastapi", "uvicorn-fastapi"),
+    ("Ember ASGI vs granian ASGI, FastAPI", "ember-asgi-fastapi", "granian-asgi-fastapi"),
+    ("Ember WSGI vs gunicorn sync, Flask", "ember-wsgi-flask", "gunicorn-flask"),
+    ("Ember WSGI vs granian WSGI, Flask", "ember-wsgi-flask", "granian-wsgi-flask"),
     ("Ember .NET inline vs HttpListener", "ember-net-inline", "httplistener"),
     ("Ember .NET pool vs HttpListener", "ember-net-pool", "httplistener"),
 ]
@@ -708,6 +757,9 @@ def versions() -> dict:
         "python": tool_version([_py(), "--version"]),
         "granian": tool_version([str(VENV / "bin" / "granian"), "--version"]),
         "uvicorn": tool_version([str(VENV / "bin" / "uvicorn"), "--version"]),
+        "gunicorn": tool_version([str(VENV / "bin" / "gunicorn"), "--version"]),
+        "fastapi": tool_version([_py(), "-c", "import fastapi; print(fastapi.__version__)"]),
+        "flask": tool_version([_py(), "-c", "import importlib.metadata as m; print(m.version('flask'))"]),
     }
 
 
@@ -902,7 +954,7 @@ def ladder_for(t: Target, levels, warm, dur, rawdir: Path, out: Path, plan: Plan
             t.prepare(port, workdir)
         srv = Server(f"ladder-{t.name}", t.argv(port, 1, workdir), t.env(1), t.cwd, rawdir, port, "0",
                      t.ready_timeout, t.stop_timeout)
-        verify(srv.port, t.path, timeout=max(5.0, t.ready_timeout))
+        verify(srv.port, t.path, timeout=max(5.0, t.ready_timeout), keep_alive=t.keep_alive)
         log(f"ladder {t.name}: levels {levels}, {dur:g} s each")
         lad = run_ladder(f"http://127.0.0.1:{srv.port}{t.path}", levels, warm, dur, pin="1", threads=1,
                          server_pid=srv.pid, noise_limit=plan.noise_limit, noise_retries=plan.noise_retries)

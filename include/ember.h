@@ -43,9 +43,16 @@
 #define EMBER_DISPATCH_INLINE 0
 
 /**
- * Default: handlers run on a bounded pool of long-lived threads; blocking is safe.
+ * Handlers run on a bounded pool of long-lived threads; blocking is safe.
  */
 #define EMBER_DISPATCH_POOL 1
+
+/**
+ * Default: handlers run on the I/O thread while one more I/O thread stays free, else on
+ * the pool: blocking is safe (a blocked handler holds only its own I/O thread), and fast
+ * handlers pay no thread hand-off.
+ */
+#define EMBER_DISPATCH_AUTO 2
 
 /**
  * Request head size limit in bytes (default 16384) → 431.
@@ -666,7 +673,8 @@ ember_result ember_server_listen_flags(struct ember_server *server,
                                        uint32_t flags);
 
 /**
- * Number of I/O worker threads (0 = one per core, the default). Before start only.
+ * Number of I/O worker threads (0 = one per core, the default; at most 1024). Before
+ * start only.
  */
 ember_result ember_server_set_workers(struct ember_server *server, uint32_t workers);
 
@@ -676,13 +684,15 @@ ember_result ember_server_set_workers(struct ember_server *server, uint32_t work
 ember_result ember_server_set_dispatch(struct ember_server *server, int32_t mode);
 
 /**
- * Callback threads in pool mode (0 = default: 4 per core, at least 8). Before start only.
+ * Callback threads in pool mode (0 = default: 4 per core, at least 8; at most 1024).
+ * Before start only.
  */
 ember_result ember_server_set_pool_threads(struct ember_server *server, uint32_t threads);
 
 /**
- * Sets one limit (`EMBER_LIMIT_*`). Sizes must be > 0 (header bytes ≥ 1024); timeouts in
- * ms, 0 = off. Before start only.
+ * Sets one limit (`EMBER_LIMIT_*`). Sizes must be > 0: header bytes 1024 to 64 MiB,
+ * headers 1 to 10000, queued requests 1 to 1048576. Timeouts in ms, 0 = off; values
+ * above 2^40 ms (about 34 years) count as 2^40. Before start only.
  */
 ember_result ember_server_set_limit(struct ember_server *server, int32_t limit, uint64_t value);
 
@@ -782,6 +792,8 @@ ember_result ember_server_stats(const struct ember_server *server,
 /**
  * Starts a streamed answer: `status` (200-999) and `headers` ("Name: value" lines) now,
  * the body in `ember_response_write` calls: chunked on HTTP/1.1, DATA frames on HTTP/2.
+ * A `Content-Length` among the headers is kept: the body is then sent length-delimited,
+ * and one that ends short (or runs over) is cut, so the client can tell.
  * Instead of `ember_request_respond`; same errors. The request's views stay valid until
  * `ember_response_end`. Headers are copied.
  */
@@ -815,6 +827,14 @@ ember_result ember_response_write_nocopy(ember_request req,
  * the handle answers `EMBER_ERR_ALREADY_ANSWERED` from now on.
  */
 ember_result ember_response_end(ember_request req);
+
+/**
+ * Ends a streamed answer as failed (the app broke mid-stream): what is queued is
+ * dropped and the client sees the answer cut (HTTP/1.1: the connection closes without the
+ * last chunk; HTTP/2: the stream is reset), never a complete-looking body.
+ * `EMBER_EVENT_ABORTED` follows. The views are released as by `ember_response_end`.
+ */
+ember_result ember_response_abort(ember_request req);
 
 /**
  * Blocks until a write would be taken (`EMBER_OK`), `timeout_ms` passes

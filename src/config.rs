@@ -10,6 +10,11 @@ pub enum Dispatch {
     Inline,
     /// On a bounded pool of long-lived threads: blocking handlers are safe.
     Pool,
+    /// On the I/O thread while that is safe, else on the pool: the runtime keeps one I/O
+    /// thread more than `workers`, at most `workers` handlers run inline at once, and the
+    /// rest go to the pool. A handler that blocks only holds its own I/O thread; the spare
+    /// one serves everything else.
+    Auto,
 }
 
 /// Limits; every one has a safe default. A zero `Duration` turns that timeout off.
@@ -73,6 +78,25 @@ impl Default for Limits {
     }
 }
 
+impl Limits {
+    /// The limits as the engine uses them: values no server could honour (a timeout of
+    /// 580 million years, ten billion headers) are cut to the largest ones that work, so
+    /// arithmetic on them can neither overflow nor allocate without bound. The C ABI
+    /// refuses such values outright; the Rust API gets them clamped.
+    pub(crate) fn clamped(&self) -> Limits {
+        const LONGEST: Duration = Duration::from_millis(1 << 40);
+        let mut l = self.clone();
+        for d in [&mut l.header_timeout, &mut l.idle_timeout, &mut l.handler_timeout, &mut l.body_rate_grace, &mut l.ws_ping_interval] {
+            *d = (*d).min(LONGEST);
+        }
+        l.max_header_bytes = l.max_header_bytes.clamp(1024, 64 << 20);
+        l.max_headers = l.max_headers.clamp(1, 10_000);
+        l.max_queued = l.max_queued.clamp(1, 1 << 20);
+        l.max_connections = l.max_connections.clamp(1, 1 << 24);
+        l
+    }
+}
+
 /// One listen address and how its socket is set up.
 #[derive(Debug, Clone, Copy)]
 pub struct Listen {
@@ -96,7 +120,7 @@ pub struct Config {
 
 impl Default for Config {
     fn default() -> Self {
-        Config { listen: Vec::new(), workers: 0, dispatch: Dispatch::Pool, pool_threads: 0, limits: Limits::default() }
+        Config { listen: Vec::new(), workers: 0, dispatch: Dispatch::Auto, pool_threads: 0, limits: Limits::default() }
     }
 }
 
@@ -107,6 +131,11 @@ pub(crate) fn cores() -> usize {
 impl Config {
     pub(crate) fn worker_threads(&self) -> usize {
         if self.workers == 0 { cores() } else { self.workers }
+    }
+
+    /// I/O threads the runtime really runs: auto dispatch keeps one spare.
+    pub(crate) fn runtime_threads(&self) -> usize {
+        self.worker_threads() + usize::from(self.dispatch == Dispatch::Auto)
     }
     /// Enough threads that a few blocking handlers do not stall the rest.
     pub(crate) fn pool_size(&self) -> usize {

@@ -88,6 +88,17 @@ impl<T: Clone> Handles<T> {
 
 }
 
+impl<T: Clone> Handles<T> {
+    /// Every live object matching `keep`.
+    pub fn collect(&self, keep: impl Fn(&T) -> bool) -> Vec<T> {
+        let mut out = Vec::new();
+        for shard in &self.shards {
+            out.extend(shard.lock().slots.iter().filter_map(|s| s.value.as_ref()).filter(|v| keep(v)).cloned());
+        }
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -30,6 +30,7 @@ mod service;
 mod signals;
 pub mod stats;
 mod stream;
+mod sysmon;
 pub mod streaming;
 pub mod ws;
 

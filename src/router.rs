@@ -26,6 +26,9 @@ struct PathEntry {
     pattern: String,
     any: Option<Endpoint>,
     methods: Vec<(Method, Endpoint)>,
+    /// A WebSocket endpoint takes the upgrades on this path; plain requests still go to
+    /// the HTTP routes beside it (an ASGI app serves both on one catch-all).
+    ws: Option<Endpoint>,
 }
 
 /// What a request resolved to.
@@ -60,11 +63,18 @@ impl Router {
                 self.paths
                     .insert(pattern, self.entries.len())
                     .map_err(|e| Error::new(ErrorKind::Route, format!("route pattern {pattern:?}: {e}")))?;
-                self.entries.push(PathEntry { pattern: pattern.to_owned(), any: None, methods: Vec::new() });
+                self.entries.push(PathEntry { pattern: pattern.to_owned(), any: None, methods: Vec::new(), ws: None });
                 self.entries.len() - 1
             }
         };
         let entry = &mut self.entries[index];
+        if let Endpoint::WebSocket(_) = handler {
+            if entry.ws.is_some() {
+                return Err(Error::new(ErrorKind::Route, format!("a WebSocket endpoint on {pattern} is already registered")));
+            }
+            entry.ws = Some(handler);
+            return Ok(());
+        }
         let taken = match &method {
             None => entry.any.is_some(),
             Some(m) => entry.methods.iter().any(|(x, _)| x == m),
@@ -80,7 +90,8 @@ impl Router {
         Ok(())
     }
 
-    pub fn find(&self, method: &Method, path: &str) -> Match<'_> {
+    /// `upgrade`: the request asks for a WebSocket upgrade.
+    pub fn find(&self, method: &Method, path: &str, upgrade: bool) -> Match<'_> {
         let upper;
         let path = if path.contains('%') {
             upper = uppercase_escapes(path);
@@ -90,15 +101,18 @@ impl Router {
         };
         let Ok(found) = self.paths.at(path) else { return Match::NotFound };
         let entry = &self.entries[*found.value];
+        let params = || found.params.iter().map(|(k, v)| (k.to_owned(), percent_decode(v))).collect();
+        if let Some(ws) = entry.ws.as_ref().filter(|_| upgrade) {
+            return Match::Found { endpoint: ws, route: &entry.pattern, params: params() };
+        }
         let by_method = |m: &Method| entry.methods.iter().find(|(x, _)| x == m).map(|(_, h)| h);
         let handler = by_method(method)
             .or_else(|| if *method == Method::HEAD { by_method(&Method::GET) } else { None })
-            .or(entry.any.as_ref());
+            .or(entry.any.as_ref())
+            // A plain GET on a WebSocket-only path reaches the endpoint, which answers 426.
+            .or_else(|| entry.ws.as_ref().filter(|_| *method == Method::GET));
         match handler {
-            Some(endpoint) => {
-                let params = found.params.iter().map(|(k, v)| (k.to_owned(), percent_decode(v))).collect();
-                Match::Found { endpoint, route: &entry.pattern, params }
-            }
+            Some(endpoint) => Match::Found { endpoint, route: &entry.pattern, params: params() },
             None => Match::MethodNotAllowed { allow: allow_list(entry) },
         }
     }
@@ -112,23 +126,62 @@ impl Router {
 
 fn allow_list(entry: &PathEntry) -> String {
     let mut names: Vec<&str> = entry.methods.iter().map(|(m, _)| m.as_str()).collect();
+    if entry.ws.is_some() && !names.contains(&"GET") {
+        names.push("GET");
+    }
     if names.contains(&"GET") && !names.contains(&"HEAD") {
         names.push("HEAD");
     }
     names.join(", ")
 }
 
-/// "/städte" → "/st%C3%A4dte": patterns are matched against the path as sent.
+/// The literal text of a pattern as a client sends it: "/städte" → "/st%C3%A4dte", and
+/// escapes in upper-case hex ("/a%2f" → "/a%2F", since `find` upper-cases the path's).
+/// Parameter names (`{name}`, `{*name}`) are left as written: the host looks them up by
+/// that name. `{{` and `}}` are matchit's escaped braces, literal text.
 fn encode_non_ascii(pattern: &str) -> String {
+    let bytes = pattern.as_bytes();
     let mut out = String::with_capacity(pattern.len());
-    for b in pattern.bytes() {
-        if b.is_ascii() {
+    let mut in_param = false;
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        let escaped_brace = (b == b'{' || b == b'}') && bytes.get(i + 1) == Some(&b);
+        if in_param {
+            in_param = b != b'}';
+        } else if escaped_brace {
             out.push(b as char);
-        } else {
+            out.push(b as char);
+            i += 2;
+            continue;
+        } else if b == b'{' {
+            in_param = true;
+        } else if b == b'%' && i + 2 < bytes.len() && bytes[i + 1].is_ascii_hexdigit() && bytes[i + 2].is_ascii_hexdigit() {
+            out.push('%');
+            out.push(bytes[i + 1].to_ascii_uppercase() as char);
+            out.push(bytes[i + 2].to_ascii_uppercase() as char);
+            i += 3;
+            continue;
+        } else if !b.is_ascii() {
             out.push_str(&format!("%{b:02X}"));
+            i += 1;
+            continue;
         }
+        // Inside a parameter the bytes are copied whole, so a multi-byte character stays one.
+        let len = utf8_len(b);
+        out.push_str(&pattern[i..i + len]);
+        i += len;
     }
     out
+}
+
+fn utf8_len(first: u8) -> usize {
+    match first {
+        0xF0.. => 4,
+        0xE0.. => 3,
+        0xC0.. => 2,
+        _ => 1,
+    }
 }
 
 /// "%c3%a4" → "%C3%A4", so a client's choice of hex case does not change the match.
@@ -188,14 +241,14 @@ mod tests {
         let mut r = Router::new();
         r.add(Some(Method::GET), "/users/{id}", h()).unwrap();
         r.add(None, "/files/{*rest}", h()).unwrap();
-        match r.find(&Method::GET, "/users/j%C3%BCrgen") {
+        match r.find(&Method::GET, "/users/j%C3%BCrgen", false) {
             Match::Found { params, route, .. } => {
                 assert_eq!(route, "/users/{id}");
                 assert_eq!(params, vec![("id".to_string(), "jürgen".to_string())]);
             }
             _ => panic!("expected a match"),
         }
-        match r.find(&Method::DELETE, "/files/a/b.txt") {
+        match r.find(&Method::DELETE, "/files/a/b.txt", false) {
             Match::Found { params, .. } => assert_eq!(params[0].1, "a/b.txt"),
             _ => panic!("expected a match"),
         }
@@ -206,12 +259,12 @@ mod tests {
         let mut r = Router::new();
         r.add(Some(Method::GET), "/", h()).unwrap();
         r.add(Some(Method::POST), "/", h()).unwrap();
-        assert!(matches!(r.find(&Method::GET, "/nope"), Match::NotFound));
-        match r.find(&Method::DELETE, "/") {
+        assert!(matches!(r.find(&Method::GET, "/nope", false), Match::NotFound));
+        match r.find(&Method::DELETE, "/", false) {
             Match::MethodNotAllowed { allow } => assert_eq!(allow, "GET, POST, HEAD"),
             _ => panic!("expected 405"),
         }
-        assert!(matches!(r.find(&Method::HEAD, "/"), Match::Found { .. }));
+        assert!(matches!(r.find(&Method::HEAD, "/", false), Match::Found { .. }));
     }
 
     #[test]
@@ -228,7 +281,7 @@ mod tests {
         let mut r = Router::new();
         r.add(Some(Method::GET), "/städte/{name}", h()).unwrap();
         for path in ["/st%C3%A4dte/x", "/st%c3%a4dte/x"] {
-            match r.find(&Method::GET, path) {
+            match r.find(&Method::GET, path, false) {
                 Match::Found { route, params, .. } => {
                     assert_eq!(route, "/st%C3%A4dte/{name}");
                     assert_eq!(params[0].1, "x");
@@ -236,6 +289,32 @@ mod tests {
                 _ => panic!("{path} should match"),
             }
         }
+    }
+
+    #[test]
+    fn non_ascii_parameter_names_are_kept_as_written() {
+        // Found by the router fuzz target: the name came back percent-encoded.
+        let mut r = Router::new();
+        r.add(Some(Method::GET), "/stadt/{städte}", h()).unwrap();
+        match r.find(&Method::GET, "/stadt/x", false) {
+            Match::Found { params, route, .. } => {
+                assert_eq!(params, vec![("städte".to_string(), "x".to_string())]);
+                assert_eq!(route, "/stadt/{städte}");
+            }
+            _ => panic!("expected a match"),
+        }
+    }
+
+    #[test]
+    fn escapes_in_patterns_match_either_hex_case() {
+        // Found by the router fuzz target: "/a%2f" was registered but never matched,
+        // since find upper-cases the path's escapes.
+        let mut r = Router::new();
+        r.add(Some(Method::GET), "/a%2fb", h()).unwrap();
+        for path in ["/a%2fb", "/a%2Fb"] {
+            assert!(matches!(r.find(&Method::GET, path, false), Match::Found { .. }), "{path}");
+        }
+        assert_eq!(r.add(Some(Method::GET), "/a%2Fb", h()).unwrap_err().kind, ErrorKind::Route);
     }
 
     #[test]

@@ -30,6 +30,7 @@ enum Phase {
 
 struct Running {
     runtime: tokio::runtime::Runtime,
+    sysmon: Option<crate::sysmon::Sysmon>,
     pool: Option<Pool>,
     run: Arc<Run>,
     shutdown: watch::Sender<bool>,
@@ -175,7 +176,7 @@ impl Server {
         *phase = Phase::Running(Box::new(running));
         // Host callbacks never run under the phase lock: a log callback may call stop.
         drop(phase);
-        log.info(&format!("server {} started", self.id));
+        inside::within(self.id, || log.info(&format!("server {} started", self.id)));
         Ok(())
     }
 
@@ -184,24 +185,29 @@ impl Server {
         let runtime_error = |e: std::io::Error| Error::new(ErrorKind::Runtime, format!("start: cannot create threads: {e}"));
         let (start_hook, stop_hook) = (hooks.clone(), hooks.clone());
         let id = self.id;
+        // Only inline dispatch forbids blocking waits on I/O threads: with auto dispatch a
+        // spare I/O thread serves the others while one blocks.
+        let strict = config.dispatch == Dispatch::Inline;
         let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(config.worker_threads())
+            .worker_threads(config.runtime_threads())
             .thread_name("ember-io")
             .enable_all()
             .on_thread_start(move || {
                 inside::mark_engine_thread(id);
-                inside::mark_io_thread();
+                inside::mark_io_thread(strict);
                 start_hook.start()
             })
             .on_thread_stop(move || stop_hook.stop())
             .build()
             .map_err(runtime_error)?;
-        let limits = config.limits.clone();
+        let limits = config.limits.clamped();
         let (pool, dispatcher) = match config.dispatch {
             Dispatch::Inline => (None, Dispatcher::inline(self.id, limits.stream_queue_bytes)),
-            Dispatch::Pool => {
+            Dispatch::Pool | Dispatch::Auto => {
+                let inline_budget = if config.dispatch == Dispatch::Auto { config.worker_threads() } else { 0 };
                 let (pool, dispatcher) =
-                    Pool::start(config.pool_size(), limits.max_queued, limits.stream_queue_bytes, self.id, hooks, log.clone()).map_err(runtime_error)?;
+                    Pool::start(config.pool_size(), limits.max_queued, limits.stream_queue_bytes, inline_budget, self.id, hooks, log.clone())
+                        .map_err(runtime_error)?;
                 (Some(pool), dispatcher)
             }
         };
@@ -214,7 +220,11 @@ impl Server {
             let listener = tokio::net::TcpListener::from_std(std_listener).map_err(runtime_error)?;
             runtime.spawn(listener::accept_loop(listener, run.clone(), shutdown_rx.clone(), slots.clone()));
         }
-        Ok(Running { runtime, pool, run, shutdown })
+        let sysmon = match run.dispatcher.inline_slots() {
+            Some(slots) => Some(crate::sysmon::Sysmon::start(slots, runtime.handle().clone()).map_err(runtime_error)?),
+            None => None,
+        };
+        Ok(Running { runtime, sysmon, pool, run, shutdown })
     }
 
     /// Graceful stop: stop accepting, let in-flight requests finish, close idle
@@ -271,7 +281,7 @@ impl Server {
     }
 
     fn shut_down(&self, running: Running, timeout: Duration) {
-        let Running { runtime, mut pool, run, shutdown } = running;
+        let Running { runtime, sysmon, mut pool, run, shutdown } = running;
         let log = run.log.clone();
         let _ = shutdown.send(true);
         let deadline = Instant::now() + timeout;
@@ -284,7 +294,14 @@ impl Server {
         }
         // Dropping the runtime drops every connection and waits for its worker threads,
         // so no inline callback is still running afterwards.
+        // Until here handlers may still block an I/O thread and need the monitor.
+        if let Some(m) = sysmon {
+            m.stop();
+        }
         drop_runtime(runtime);
+        // Before the dispatcher goes: the close callbacks of what was force-closed run
+        // on the pool (or here) while it still exists.
+        crate::ws::purge_server(self.id);
         drop(run);
         if let Some(pool) = pool.as_mut() {
             pool.join();

@@ -61,7 +61,8 @@ async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incomi
     if parts.headers.len() > run.limits.max_headers {
         return (canned(431, true), None);
     }
-    let (endpoint, route, params) = match run.router.find(&parts.method, parts.uri.path()) {
+    let upgrade = ws::wants_upgrade(&parts.headers);
+    let (endpoint, route, params) = match run.router.find(&parts.method, parts.uri.path(), upgrade) {
         Match::Found { endpoint, route, params } => (endpoint.clone(), route, params),
         Match::NotFound => return (canned(404, false), None),
         Match::MethodNotAllowed { allow } => {
@@ -140,7 +141,7 @@ async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incomi
     let ws_conn = match (&endpoint, ws_route) {
         (Endpoint::WebSocket(_), Some((route, accept))) => {
             let mailbox = Mailbox::new(&run.dispatcher);
-            let ws = WsConn::open(id, route, run.hub.clone(), mailbox.clone(), run.limits.ws_queue_bytes);
+            let ws = WsConn::open(run.server_id, id, route, run.hub.clone(), mailbox.clone(), run.limits.ws_queue_bytes);
             registry::attach(id, data.clone(), true);
             // The open callback runs through the connection's mailbox, so that no message
             // callback can overtake it.
@@ -159,6 +160,8 @@ async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incomi
         _ => None,
     };
 
+    // Dropped while the open callback decides (client gone, stop): the handle ends.
+    let _opening = ws_conn.as_ref().map(|(ws, _)| AbandonOnDrop(ws.clone()));
     let mut answer = wait(run, pending, rx, inbox.as_deref()).await;
     let upgrade = match ws_conn {
         Some((ws, accept)) if answer.status == 101 => match parts.extensions.remove::<hyper::upgrade::OnUpgrade>() {
@@ -180,10 +183,23 @@ async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incomi
     (answer, upgrade)
 }
 
+struct AbandonOnDrop(Arc<WsConn>);
+
+impl Drop for AbandonOnDrop {
+    fn drop(&mut self) {
+        self.0.abandon();
+    }
+}
+
 /// Hands a request to its handler (inline now, or queued for the pool). An answer when
 /// the pool cannot take it.
 fn dispatch(run: &Run, id: u64, handler: Handler, data: Arc<RequestData>) -> Option<Answer> {
     if run.dispatcher.is_inline() {
+        registry::attach(id, data.clone(), true);
+        handler::invoke(run.server_id, &handler, &Request { data }, &run.log);
+        return None;
+    }
+    if let Some(_slot) = run.dispatcher.try_inline() {
         registry::attach(id, data.clone(), true);
         handler::invoke(run.server_id, &handler, &Request { data }, &run.log);
         return None;
@@ -292,8 +308,16 @@ fn to_response(answer: Answer, head_only: bool, is_h2: bool, in_flight: InFlight
     }
     let out = if streamed { ex.as_ref().and_then(|e| e.outbox.get().cloned()) } else { None };
     let reply = match (out, ex) {
-        (Some(out), Some(ex)) if !head_only => Reply::Stream(StreamBody::new(out, ex, Some(in_flight))),
+        (Some(out), Some(ex)) if !head_only => {
+            if let Some(n) = declared_len {
+                headers.insert(CONTENT_LENGTH, HeaderValue::from(n));
+            }
+            Reply::Stream(StreamBody::new(out, ex, declared_len, Some(in_flight)))
+        }
         (Some(out), _) => {
+            if let Some(n) = declared_len {
+                headers.insert(CONTENT_LENGTH, HeaderValue::from(n));
+            }
             // HEAD: what the host streams is dropped; its end completes the exchange.
             out.set_discard();
             Reply::full(Bytes::new(), Some(in_flight), None)

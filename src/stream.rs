@@ -169,12 +169,14 @@ pub(crate) struct StreamBody {
     out: Arc<Outbox>,
     ex: Arc<Exchange>,
     done: bool,
+    /// The length the host stated, if any.
+    declared: Option<u64>,
     _in_flight: Option<InFlight>,
 }
 
 impl StreamBody {
-    pub fn new(out: Arc<Outbox>, ex: Arc<Exchange>, in_flight: Option<InFlight>) -> StreamBody {
-        StreamBody { out, ex, done: false, _in_flight: in_flight }
+    pub fn new(out: Arc<Outbox>, ex: Arc<Exchange>, declared: Option<u64>, in_flight: Option<InFlight>) -> StreamBody {
+        StreamBody { out, ex, done: false, declared, _in_flight: in_flight }
     }
 }
 
@@ -206,6 +208,13 @@ impl Body for StreamBody {
 
     fn is_end_stream(&self) -> bool {
         self.done
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        match self.declared {
+            Some(n) => hyper::body::SizeHint::with_exact(n),
+            None => hyper::body::SizeHint::default(),
+        }
     }
 }
 

@@ -30,7 +30,9 @@ fn refuse_on_io_thread(what: &str) -> Result<()> {
     Ok(())
 }
 
-/// Starts a streamed answer: status and headers now, the body in `write` calls.
+/// Starts a streamed answer: status and headers now, the body in `write` calls. A
+/// Content-Length among the headers is kept (the body is then sent length-delimited, and
+/// an answer that ends short or runs over is cut); without one, HTTP/1.1 uses chunks.
 pub fn begin(id: u64, status: u16, header_block: &[u8]) -> Result<()> {
     let head = response::answer(status, header_block, Bytes::new())?;
     let (claim, ex) = registry::claim_stream(id)?;
@@ -58,6 +60,18 @@ pub fn end(id: u64) -> Result<()> {
         Ok(false) => Ok(()),
         Err(e) => Err(write_error(id, e)),
     }
+}
+
+/// Ends a streamed answer as failed: what is queued is dropped and the client sees the
+/// answer cut (HTTP/1.1: the connection closes before the last chunk; HTTP/2: the stream
+/// is reset), never a complete-looking body. The host hears `Aborted`.
+pub fn abort(id: u64) -> Result<()> {
+    let ex = registry::end_stream(id)?;
+    if let Some(out) = ex.outbox.get() {
+        out.close();
+    }
+    ex.fire(Event::Aborted);
+    Ok(())
 }
 
 /// Blocks until a write would be taken (true), or `timeout` passes (false). Not on an

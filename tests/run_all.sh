@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Every test: Rust (unit + integration), C (plain and ASan/UBSan), the shared HTTP
-# conformance suite against each host's reference app, Python, .NET under Mono.
+# conformance suite against each host's reference app, descriptor exhaustion and valgrind
+# on the C app, Python, .NET under Mono. (ThreadSanitizer and the fuzz smoke need nightly
+# and long builds: .ci/run runs them, or tests/run_tsan.sh and fuzz/run_ci.sh.)
 # Usage: tests/run_all.sh   (installs what it needs; see tests/setup.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,6 +25,12 @@ step "conformance: C reference app (pool dispatch)"
 EMBER_DISPATCH=pool tests/run_conformance.sh samples/c/ember_ref
 step "conformance: C reference app (inline dispatch)"
 EMBER_DISPATCH=inline tests/run_conformance.sh samples/c/ember_ref
+
+step "resource exhaustion: C reference app under ulimit -n 256, 1,000 clients"
+tests/run_exhaustion.sh
+
+step "valgrind memcheck: C reference app through the conformance suite"
+tests/run_valgrind.sh
 
 step "python: binding tests + conformance"
 tests/run_python.sh

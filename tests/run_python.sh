@@ -1,8 +1,11 @@
 #!/bin/sh
-# Python binding: build the engine, run the binding tests, then the shared HTTP
-# conformance suite against the Python reference app (pool and inline dispatch).
+# Python binding: build the engine, run the binding tests (the binding's own API, the ASGI
+# and WSGI servers, the command line), the framework tests (FastAPI, Starlette, Flask,
+# Django on Ember, compared with uvicorn and gunicorn), then the shared HTTP conformance
+# suite against the Python reference app (pool and inline dispatch).
 #   tests/run_python.sh            everything
 #   tests/run_python.sh -k async   extra arguments go to the binding tests' pytest
+#   EMBER_SKIP_FRAMEWORKS=1        skips the framework tests (and their venv)
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -20,6 +23,30 @@ PYTHONPATH="$root/bindings/python${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONPATH
 
 "$PYTHON" -m pytest "$root/tests/python" -q "$@"
+
+if [ "${EMBER_SKIP_FRAMEWORKS:-0}" != 1 ]; then
+    # The frameworks and the servers they are compared with live in their own venv
+    # (tests/.venv, rebuilt when tests/frameworks/requirements.txt changes). The binding
+    # is pip-installed there, so its `ember` console script is what the tests start.
+    venv="$root/tests/.venv"
+    req="$root/tests/frameworks/requirements.txt"
+    if ! cmp -s "$req" "$venv/.requirements" 2>/dev/null; then
+        echo "== framework venv: $venv"
+        rm -rf "$venv"
+        if ! "$PYTHON" -m venv "$venv" 2>/dev/null; then
+            echo "python3 -m venv failed: installing python3-venv"
+            if [ "$(id -u)" = 0 ]; then apt-get install -y -qq python3-venv >/dev/null; \
+            else sudo apt-get install -y -qq python3-venv >/dev/null; fi
+            rm -rf "$venv"
+            "$PYTHON" -m venv "$venv"
+        fi
+        "$venv/bin/pip" install -q --disable-pip-version-check -r "$req"
+        cp "$req" "$venv/.requirements"
+    fi
+    "$venv/bin/pip" install -q --disable-pip-version-check --force-reinstall --no-deps "$root/bindings/python"
+    echo "== framework tests: FastAPI, Starlette, Flask, Django on Ember vs uvicorn / gunicorn"
+    env -u PYTHONPATH "$venv/bin/python" -m pytest "$root/tests/frameworks" -q -p no:cacheprovider
+fi
 
 if [ -x "$root/tests/run_conformance.sh" ] || [ -f "$root/tests/run_conformance.sh" ]; then
     for mode in pool inline; do

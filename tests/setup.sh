@@ -8,6 +8,7 @@ command -v gcc >/dev/null || need+=(gcc)
 command -v g++ >/dev/null || need+=(g++)
 command -v make >/dev/null || need+=(make)
 command -v mcs >/dev/null || need+=(mono-devel)
+command -v valgrind >/dev/null || need+=(valgrind)
 [ "${EMBER_SKIP_BENCH_TOOLS:-}" = 1 ] || command -v wrk >/dev/null || need+=(wrk)
 command -v chromium >/dev/null || need+=(chromium)   # the conformance suite's browser test
 if [ ${#need[@]} -gt 0 ]; then

@@ -44,8 +44,12 @@ pub const EMBER_ERR_TOO_LARGE: ember_result = -15;
 
 /// Handlers run on the I/O worker thread: fastest; a handler must not block.
 pub const EMBER_DISPATCH_INLINE: i32 = 0;
-/// Default: handlers run on a bounded pool of long-lived threads; blocking is safe.
+/// Handlers run on a bounded pool of long-lived threads; blocking is safe.
 pub const EMBER_DISPATCH_POOL: i32 = 1;
+/// Default: handlers run on the I/O thread while one more I/O thread stays free, else on
+/// the pool: blocking is safe (a blocked handler holds only its own I/O thread), and fast
+/// handlers pay no thread hand-off.
+pub const EMBER_DISPATCH_AUTO: i32 = 2;
 
 /// Request head size limit in bytes (default 16384) → 431.
 pub const EMBER_LIMIT_MAX_HEADER_BYTES: i32 = 1;

@@ -94,10 +94,22 @@ pub unsafe extern "C" fn ember_server_listen_flags(server: *mut ember_server, ad
     })
 }
 
-/// Number of I/O worker threads (0 = one per core, the default). Before start only.
+/// Number of I/O worker threads (0 = one per core, the default; at most 1024). Before
+/// start only.
 #[no_mangle]
 pub unsafe extern "C" fn ember_server_set_workers(server: *mut ember_server, workers: u32) -> ember_result {
-    guard(|| get(server)?.set_workers(workers as usize))
+    guard(|| get(server)?.set_workers(thread_count("workers", workers)?))
+}
+
+/// Thread counts are checked here because a huge one does not fail cleanly later: the
+/// runtime sizes tables by it up front, and an allocation that fails aborts the process.
+const MAX_THREADS: u32 = 1024;
+
+fn thread_count(what: &str, n: u32) -> Result<usize> {
+    if n > MAX_THREADS {
+        return Err(Error::new(ErrorKind::InvalidArg, format!("{what}: {n} threads is more than the {MAX_THREADS} allowed")));
+    }
+    Ok(n as usize)
 }
 
 /// `EMBER_DISPATCH_POOL` (default) or `EMBER_DISPATCH_INLINE`. Before start only.
@@ -107,25 +119,30 @@ pub unsafe extern "C" fn ember_server_set_dispatch(server: *mut ember_server, mo
         let dispatch = match mode {
             EMBER_DISPATCH_INLINE => Dispatch::Inline,
             EMBER_DISPATCH_POOL => Dispatch::Pool,
+            EMBER_DISPATCH_AUTO => Dispatch::Auto,
             _ => return Err(Error::new(ErrorKind::InvalidArg, format!("dispatch mode {mode} is unknown"))),
         };
         get(server)?.set_dispatch(dispatch)
     })
 }
 
-/// Callback threads in pool mode (0 = default: 4 per core, at least 8). Before start only.
+/// Callback threads in pool mode (0 = default: 4 per core, at least 8; at most 1024).
+/// Before start only.
 #[no_mangle]
 pub unsafe extern "C" fn ember_server_set_pool_threads(server: *mut ember_server, threads: u32) -> ember_result {
-    guard(|| get(server)?.set_pool_threads(threads as usize))
+    guard(|| get(server)?.set_pool_threads(thread_count("pool threads", threads)?))
 }
 
-/// Sets one limit (`EMBER_LIMIT_*`). Sizes must be > 0 (header bytes ≥ 1024); timeouts in
-/// ms, 0 = off. Before start only.
+/// Sets one limit (`EMBER_LIMIT_*`). Sizes must be > 0: header bytes 1024 to 64 MiB,
+/// headers 1 to 10000, queued requests 1 to 1048576. Timeouts in ms, 0 = off; values
+/// above 2^40 ms (about 34 years) count as 2^40. Before start only.
 #[no_mangle]
 pub unsafe extern "C" fn ember_server_set_limit(server: *mut ember_server, limit: i32, value: u64) -> ember_result {
     guard(|| {
         let s = get(server)?;
-        let ms = Duration::from_millis(value);
+        // Deadlines are sums of a clock reading and a timeout; a near-u64::MAX timeout
+        // would wrap and close every connection at once.
+        let ms = Duration::from_millis(value.min(MAX_TIMEOUT_MS));
         let positive = |name: &str, min: u64| -> Result<u64> {
             if value < min {
                 Err(Error::new(ErrorKind::InvalidArg, format!("{name} must be at least {min}, got {value}")))
@@ -133,14 +150,23 @@ pub unsafe extern "C" fn ember_server_set_limit(server: *mut ember_server, limit
                 Ok(value)
             }
         };
+        // The parser allocates room for max_headers headers for every request head, so a
+        // huge count costs memory per request and, past what can be allocated, aborts.
+        let at_most = |name: &str, v: u64, max: u64| -> Result<u64> {
+            if v > max {
+                Err(Error::new(ErrorKind::InvalidArg, format!("{name} must be at most {max}, got {v}")))
+            } else {
+                Ok(v)
+            }
+        };
         let small = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
         match limit {
             EMBER_LIMIT_MAX_HEADER_BYTES => {
-                let v = small(positive("max header bytes", 1024)?);
+                let v = small(at_most("max header bytes", positive("max header bytes", 1024)?, 64 << 20)?);
                 s.set_limits(|l| Ok(l.max_header_bytes = v))
             }
             EMBER_LIMIT_MAX_HEADERS => {
-                let v = small(positive("max headers", 1)?);
+                let v = small(at_most("max headers", positive("max headers", 1)?, 10_000)?);
                 s.set_limits(|l| Ok(l.max_headers = v))
             }
             EMBER_LIMIT_MAX_BODY_BYTES => {
@@ -157,7 +183,8 @@ pub unsafe extern "C" fn ember_server_set_limit(server: *mut ember_server, limit
             EMBER_LIMIT_MIN_BODY_RATE => s.set_limits(|l| Ok(l.min_body_rate = value)),
             EMBER_LIMIT_BODY_RATE_GRACE_MS => s.set_limits(|l| Ok(l.body_rate_grace = ms)),
             EMBER_LIMIT_MAX_QUEUED => {
-                let v = small(positive("max queued requests", 1)?);
+                // The queue's slots are allocated at start, all of them.
+                let v = small(at_most("max queued requests", positive("max queued requests", 1)?, 1 << 20)?);
                 s.set_limits(|l| Ok(l.max_queued = v))
             }
             EMBER_LIMIT_MAX_CONN_BODY_BYTES => {
@@ -189,6 +216,8 @@ pub unsafe extern "C" fn ember_server_set_limit(server: *mut ember_server, limit
         }
     })
 }
+
+const MAX_TIMEOUT_MS: u64 = 1 << 40;
 
 /// Sends the engine's log lines up to `min_level` (`EMBER_LOG_*`) to `log`; NULL `log`
 /// restores the default (warnings and errors to stderr). Before start only.

@@ -31,6 +31,8 @@ fn timeout(ms: u32) -> Option<Duration> {
 
 /// Starts a streamed answer: `status` (200-999) and `headers` ("Name: value" lines) now,
 /// the body in `ember_response_write` calls: chunked on HTTP/1.1, DATA frames on HTTP/2.
+/// A `Content-Length` among the headers is kept: the body is then sent length-delimited,
+/// and one that ends short (or runs over) is cut, so the client can tell.
 /// Instead of `ember_request_respond`; same errors. The request's views stay valid until
 /// `ember_response_end`. Headers are copied.
 #[no_mangle]
@@ -74,6 +76,15 @@ pub unsafe extern "C" fn ember_response_write_nocopy(
 #[no_mangle]
 pub unsafe extern "C" fn ember_response_end(req: ember_request) -> ember_result {
     guard(|| streaming::end(req))
+}
+
+/// Ends a streamed answer as failed (the app broke mid-stream): what is queued is
+/// dropped and the client sees the answer cut (HTTP/1.1: the connection closes without the
+/// last chunk; HTTP/2: the stream is reset), never a complete-looking body.
+/// `EMBER_EVENT_ABORTED` follows. The views are released as by `ember_response_end`.
+#[no_mangle]
+pub unsafe extern "C" fn ember_response_abort(req: ember_request) -> ember_result {
+    guard(|| streaming::abort(req))
 }
 
 /// Blocks until a write would be taken (`EMBER_OK`), `timeout_ms` passes

@@ -50,6 +50,7 @@ struct Out {
 
 pub(crate) struct WsConn {
     pub id: u64,
+    pub server_id: u64,
     request: u64,
     route: Arc<WsRoute>,
     hub: Arc<Hub>,
@@ -68,11 +69,12 @@ pub(crate) struct WsConn {
 
 impl WsConn {
     /// A connection for an upgrade request that the open callback is about to see.
-    pub fn open(request: u64, route: Arc<WsRoute>, hub: Arc<Hub>, mailbox: Arc<Mailbox>, limit: usize) -> Arc<WsConn> {
+    pub fn open(server_id: u64, request: u64, route: Arc<WsRoute>, hub: Arc<Hub>, mailbox: Arc<Mailbox>, limit: usize) -> Arc<WsConn> {
         let mut made = None;
         TABLE.insert(|id| {
             let conn = Arc::new(WsConn {
                 id,
+                server_id,
                 request,
                 route,
                 hub,
@@ -165,7 +167,7 @@ impl WsConn {
 
     /// Ends an accepted connection, once: it leaves its groups and the table, and the
     /// host hears the close after every message already queued for it.
-    fn finish(self: &Arc<Self>, code: u16, reason: String) {
+    pub(crate) fn finish(self: &Arc<Self>, code: u16, reason: String) {
         {
             let mut phase = self.phase.lock();
             if *phase == Phase::Closed {
@@ -387,8 +389,6 @@ async fn send_close(ws: &mut Ws, code: u16, reason: &str) -> std::result::Result
     ws.close(Some(frame)).await
 }
 
-/// Writes every queued frame straight to the socket, after anything tungstenite has
-/// pending (pongs). A peer that takes no bytes for `stall` is cut.
 /// The peer sent a close: waits (at most `CLOSE_GRACE`) until the host has seen every
 /// message delivered before it, then writes what the host queued, ahead of tungstenite's
 /// pending answer to the close.
@@ -403,6 +403,8 @@ async fn settle(conn: &Arc<WsConn>, ws: &mut Ws, stall: Duration, state: &ConnSt
     write_frames(conn, ws, stall, state, false).await
 }
 
+/// Writes every queued frame straight to the socket, after anything tungstenite has
+/// pending (pongs). A peer that takes no bytes for `stall` is cut.
 async fn write_queue(conn: &Arc<WsConn>, ws: &mut Ws, stall: Duration, state: &ConnState) -> std::result::Result<(), (u16, String)> {
     write_frames(conn, ws, stall, state, true).await
 }

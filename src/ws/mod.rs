@@ -12,7 +12,7 @@ mod upgrade;
 pub(crate) use conn::{run, WsConn, WsLimits};
 pub use hub::Broadcast;
 pub(crate) use hub::Hub;
-pub(crate) use upgrade::{check_upgrade, switching_headers, UpgradeCheck};
+pub(crate) use upgrade::{check_upgrade, switching_headers, wants_upgrade, UpgradeCheck};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::handler::Request;
@@ -105,6 +105,15 @@ pub fn leave(id: u64, group: &str) -> Result<()> {
 /// Bytes queued for the connection and not yet written.
 pub fn buffered(id: u64) -> Result<usize> {
     Ok(lookup(id)?.queued())
+}
+
+/// Ends what is left of a stopped server's connections: one still opening is dropped
+/// quietly, an accepted one hears its close. Nothing then keeps the routes alive.
+pub(crate) fn purge_server(server_id: u64) {
+    for conn in TABLE.collect(|c| c.server_id == server_id) {
+        conn.abandon();
+        conn.finish(1006, "the server stopped".into());
+    }
 }
 
 pub(crate) fn encode(kind: Kind, data: &[u8]) -> Bytes {

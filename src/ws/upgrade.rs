@@ -22,6 +22,11 @@ fn has_token(headers: &HeaderMap, name: http::header::HeaderName, token: &str) -
         .any(|t| t.trim().eq_ignore_ascii_case(token))
 }
 
+/// The request asks for a WebSocket (its route then goes to a WebSocket endpoint).
+pub(crate) fn wants_upgrade(headers: &HeaderMap) -> bool {
+    has_token(headers, UPGRADE, "websocket")
+}
+
 pub(crate) fn check_upgrade(method: &Method, version: Version, headers: &HeaderMap) -> UpgradeCheck {
     if !has_token(headers, UPGRADE, "websocket") {
         return UpgradeCheck::NotUpgrade;

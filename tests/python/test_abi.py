@@ -41,9 +41,27 @@ def test_constants_match_the_header():
 def test_request_info_layout_matches_the_c_struct():
     from ember.request import _INFO, _PAIR
 
-    # ember_request_info: size_t + u64 + 6 views + 2 (ptr, count) + u32, padded to pointer alignment.
+    # ember_request_info: size_t + u64 + 6 views + 2 (ptr, count) + u32 + i64 + u32, padded.
     p = ctypes.sizeof(ctypes.c_void_p)
-    assert ctypes.sizeof(_lib.RequestInfo) == p + 8 + 6 * 2 * p + 4 * p + p
+    assert ctypes.sizeof(_lib.RequestInfo) == struct.calcsize("@NQPNPNPNPNPNPNPNPNIqI0q")
+    assert _lib.RequestInfo.flags.offset == _lib.RequestInfo.content_length.offset + 8
     assert _INFO.size == p + 8 + 16 * p + 4
     assert _PAIR.size == ctypes.sizeof(_lib.Header) == 4 * p
     assert _lib.RequestInfo.http_version.offset == struct.calcsize("@NQPNPNPNPNPNPNPNPN")
+
+
+def test_the_adapters_view_of_the_info_struct_follows_the_ctypes_mirror():
+    # ember._wire derives its struct format from _lib.RequestInfo, so a field added there
+    # moves every index the ASGI/WSGI adapters read. Check each against a filled struct.
+    from ember import _wire
+
+    info = _lib.RequestInfo()
+    for i, (name, _) in enumerate(_lib.RequestInfo._fields_):
+        setattr(info, name, 1000 + i)
+    f = _wire.INFO.unpack_from(bytes(info))
+    for index, name in ((_wire.I_METHOD, "method_ptr"), (_wire.I_PATH, "path_ptr"), (_wire.I_QUERY, "query_ptr"),
+                        (_wire.I_BODY, "body_ptr"), (_wire.I_REMOTE, "remote_ptr"), (_wire.I_HEADERS, "headers"),
+                        (_wire.I_VERSION, "http_version")):
+        assert f[index] == getattr(info, name), name
+    assert f[_wire.I_METHOD + 1] == info.method_len and f[_wire.I_HEADERS + 1] == info.header_count
+    assert _wire.PAIR.size == ctypes.sizeof(_lib.Header)

@@ -1,6 +1,7 @@
 """What a handler receives and what it may return."""
 import json
 import logging
+import sys
 import threading
 import time
 
@@ -159,6 +160,40 @@ def test_a_request_kept_after_the_handler_returned_still_reads(serve, dispatch):
     req = kept[0]
     assert (req.method, req.path, req.query, req.body, req.headers["x-k"]) == (
         "POST", "/keep", {"a": "1"}, b"payload", "v")
+
+
+def test_keeping_a_request_needs_no_refcount_and_copies_only_kept_requests(serve, monkeypatch):
+    # Issue 13: the kept-request check used sys.getrefcount, which only CPython has.
+    # Without it the check must still see a kept request, and (here, on CPython) copy
+    # nothing for the requests nobody kept.
+    monkeypatch.delattr(sys, "getrefcount")
+    copies = []
+    detach = ember.Request._detach
+
+    def counting_detach(self):
+        copies.append(self.handle)
+        detach(self)
+
+    monkeypatch.setattr(ember.Request, "_detach", counting_detach)
+    kept = []
+
+    def setup(app):
+        @app.get("/keep")
+        def keep(req):
+            kept.append(req)
+            return "kept"
+
+        @app.get("/drop")
+        def drop(req):
+            return req.query["n"]
+
+    s = serve(setup)
+    assert [requests.get(s.url + "/drop?n=%d" % i).text for i in range(5)] == ["0", "1", "2", "3", "4"]
+    assert copies == []
+    assert requests.get(s.url + "/keep?x=1", headers={"X-K": "v"}).text == "kept"
+    requests.get(s.url + "/drop?n=9")  # the engine reuses memory in between
+    assert len(copies) == 1
+    assert (kept[0].query, kept[0].headers["x-k"]) == ({"x": "1"}, "v")
 
 
 def test_deferred_answer_from_another_thread(serve, dispatch):

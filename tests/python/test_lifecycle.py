@@ -257,6 +257,31 @@ def test_interpreter_exit_with_a_running_server_is_clean(dispatch):
     assert "Fatal" not in p.stderr and "Segmentation" not in p.stderr, p.stderr
 
 
+def test_interpreter_exit_is_bounded_when_a_handler_never_returns(dispatch):
+    # Issue 13: exit used to wait without limit for a handler blocked on a pool thread.
+    started = time.monotonic()
+    p = _run_child("""
+        import os, socket, threading, ember
+        ember.server.EXIT_TIMEOUT = 2.0
+        app = ember.Server(dispatch=os.environ["DISPATCH"])
+        entered = threading.Event()
+        @app.get("/stuck")
+        def stuck(req):
+            entered.set()
+            threading.Event().wait()  # never returns
+        port = app.start()
+        c = socket.create_connection(("127.0.0.1", port))
+        c.sendall(b"GET /stuck HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n")
+        assert entered.wait(5)
+        print("exiting", flush=True)
+    """, timeout=30, DISPATCH=dispatch)
+    took = time.monotonic() - started
+    assert "exiting" in p.stdout
+    assert "a handler still runs 2.0 s after exit began" in p.stderr, p.stderr
+    assert p.returncode == 1, p.stderr  # ended on purpose, not by a signal or an abort
+    assert took < 15, took
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_run_stops_gracefully_on_signal(sig):
     code = """

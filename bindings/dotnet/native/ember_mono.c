@@ -39,11 +39,22 @@ int ember_mono_init(managed_fn managed)
     return (p_attach && p_root && p_detach && p_enter_unsafe && p_managed) ? 0 : -1;
 }
 
+/* Set once process exit begins: an engine thread ending after that stays out of the runtime.
+ * Entering managed code while Mono shuts down can block the thread for good (and with it the
+ * engine's stop, which joins it); at exit, unregistering no longer matters. */
+static volatile int exiting;
+
+void ember_mono_exiting(void)
+{
+    __atomic_store_n(&exiting, 1, __ATOMIC_SEQ_CST);
+}
+
 static void thread_stop(void *user_data)
 {
     void *thread;
     void *stackdata;
     (void)user_data;
+    if (__atomic_load_n(&exiting, __ATOMIC_SEQ_CST)) return;
     p_managed(0);
     /* Back in native code: no managed frame is left on this thread's stack. Between callbacks
      * the thread has no current domain; attaching an attached thread only sets the domain

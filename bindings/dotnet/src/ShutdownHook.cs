@@ -31,6 +31,7 @@ namespace Ember
         static void OnExit(object sender, EventArgs e)
         {
             s_exiting = true;   // from now on callbacks run no user code (503, no log events)
+            ThreadHooks.Exiting();
             var others = new System.Collections.Generic.List<NativeInstance>();
             foreach (NativeInstance inst in NativeInstance.Snapshot())
             {

@@ -1,4 +1,5 @@
 using System;
+using System.Collections.Concurrent;
 using System.Collections.Generic;
 using System.Runtime.InteropServices;
 using System.Threading;
@@ -28,11 +29,16 @@ namespace Ember
         [DllImport("ember_mono", CallingConvention = CallingConvention.Cdecl)]
         static extern IntPtr ember_mono_stop_hook();
 
+        [DllImport("ember_mono", CallingConvention = CallingConvention.Cdecl)]
+        static extern void ember_mono_exiting();
+
         // Static: they live as long as this AppDomain, so the engine and the shim can always call them.
         static readonly ManagedFn s_managed = OnThread;
         static readonly EmberThreadFn s_startFn = userData => OnThread(1);
         static readonly object s_lock = new object();
-        static readonly HashSet<EngineThread> s_threads = new HashSet<EngineThread>();
+        // Lock-free: a thread that ends during process exit must never wait for a lock whose
+        // holder the runtime has already suspended.
+        static readonly ConcurrentDictionary<EngineThread, byte> s_threads = new ConcurrentDictionary<EngineThread, byte>();
         static int s_state;   // 0 = not tried, 1 = shim ready, -1 = unavailable
         static IntPtr s_start, s_stop;
         static long s_attached, s_detached;
@@ -80,14 +86,20 @@ namespace Ember
         internal static List<EngineThread> InHandler()
         {
             var list = new List<EngineThread>();
-            lock (s_lock)
+            foreach (EngineThread t in s_threads.Keys)
             {
-                foreach (EngineThread t in s_threads)
-                {
-                    if (Volatile.Read(ref t.Depth) > 0) list.Add(t);
-                }
+                if (Volatile.Read(ref t.Depth) > 0) list.Add(t);
             }
             return list;
+        }
+
+        /// <summary>Process exit began: from now on an ending engine thread stays in native
+        /// code (no managed call, no detach), since entering the runtime while it shuts down can
+        /// block for good, and the exit makes the detach moot.</summary>
+        internal static void Exiting()
+        {
+            if (Volatile.Read(ref s_state) <= 0) return;
+            try { ember_mono_exiting(); } catch { }
         }
 
         static void OnThread(int starting)
@@ -101,14 +113,15 @@ namespace Ember
                     Thread.CurrentThread.IsBackground = true;
                     var et = new EngineThread(Thread.CurrentThread);
                     t_engine = et;
-                    lock (s_lock) s_threads.Add(et);
+                    s_threads[et] = 0;
                     Interlocked.Increment(ref s_attached);
                 }
                 else
                 {
                     EngineThread et = t_engine;
                     t_engine = null;
-                    if (et != null) lock (s_lock) s_threads.Remove(et);
+                    byte unused;
+                    if (et != null) s_threads.TryRemove(et, out unused);
                     Interlocked.Increment(ref s_detached);
                 }
             }

@@ -61,6 +61,8 @@ LOG_DEBUG = 4
 
 WAIT_FOREVER = 0xFFFFFFFF
 
+LISTEN_REUSE_PORT = 1
+
 
 def _library_name() -> str:
     if sys.platform == "darwin":
@@ -194,6 +196,8 @@ class RequestInfo(Structure):
         ("headers", c_void_p), ("header_count", c_size_t),
         ("params", c_void_p), ("param_count", c_size_t),
         ("http_version", c_uint32),
+        ("content_length", ctypes.c_int64),
+        ("flags", c_uint32),
     ]
 
 

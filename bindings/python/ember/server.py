@@ -13,6 +13,7 @@ import atexit
 import ctypes
 import inspect
 import logging
+import os
 import re
 import signal
 import sys
@@ -23,9 +24,10 @@ from typing import Any, Callable, Iterable, Union
 
 from . import _lib
 from ._async import LoopRunner
+from ._dispatch import (LOG_CB, THREAD_START_CB, THREAD_STOP_CB, engine_min_level, engine_threads,
+                        make_dispatch)
 from .errors import EmberError, check
 from .request import Request
-from .response import _QUIET, INTERNAL_ERROR, NOCOPY_MIN, Response, encode, fail, send
 
 log = logging.getLogger("ember")
 
@@ -34,145 +36,21 @@ Methods = Union[str, Iterable[str], None]
 
 L = _lib.lib
 
-# Threads the engine runs callbacks on (registered by the thread start hook). A stop
-# called on one of them must not block: it would wait for the very handler calling it.
-_engine_threads: set[int] = set()
-
 # Running servers, so that interpreter exit can stop them (see _stop_all).
 _running: set = set()
 
-_LEVELS = {
-    _lib.LOG_ERROR: logging.ERROR,
-    _lib.LOG_WARN: logging.WARNING,
-    _lib.LOG_INFO: logging.INFO,
-    _lib.LOG_DEBUG: logging.DEBUG,
-}
-
-
-def _engine_min_level() -> int:
-    level = log.getEffectiveLevel()
-    if level <= logging.DEBUG:
-        return _lib.LOG_DEBUG
-    if level <= logging.INFO:
-        return _lib.LOG_INFO
-    if level <= logging.WARNING:
-        return _lib.LOG_WARN
-    return _lib.LOG_ERROR
-
-
-def _on_log(_user_data: int, level: int, msg: int, length: int) -> None:
-    try:
-        text = _lib.string_at(msg, length).decode("utf-8", "replace") if length else ""
-        log.log(_LEVELS.get(level, logging.INFO), "%s", text)
-    except BaseException:  # nothing may escape into the engine's thread
-        pass
-
-
-_pyapi = ctypes.pythonapi
-_pyapi.PyGILState_Ensure.restype = ctypes.c_int
-_pyapi.PyGILState_Ensure.argtypes = []
-_pyapi.PyGILState_Release.restype = None
-_pyapi.PyGILState_Release.argtypes = [ctypes.c_int]
-_GIL_LOCKED = 0  # PyGILState_LOCKED
-
-
-def _on_thread_start(_user_data: int) -> None:
-    # ctypes gives a foreign thread a fresh Python thread state for every callback and
-    # deletes it afterwards. One extra, never released PyGILState_Ensure keeps this
-    # thread's state alive across callbacks, so each request skips that set-up.
-    _pyapi.PyGILState_Ensure()
-    _engine_threads.add(threading.get_ident())
-
-
-def _on_thread_stop(_user_data: int) -> None:
-    _engine_threads.discard(threading.get_ident())
-    # Undoes the extra Ensure; ctypes' own release after this call then deletes the state.
-    _pyapi.PyGILState_Release(_GIL_LOCKED)
-
-
-# Shared by every server: these never change and never hold per-server state.
-_LOG_CB = _lib.LOG_FN(_on_log)
-_THREAD_START_CB = _lib.THREAD_FN(_on_thread_start)
-_THREAD_STOP_CB = _lib.THREAD_FN(_on_thread_stop)
-
 
 class _Route:
-    __slots__ = ("method", "pattern", "fn", "is_async")
+    __slots__ = ("method", "pattern", "fn", "is_async", "raw", "flags")
 
-    def __init__(self, method: str | None, pattern: str, fn: Handler) -> None:
+    def __init__(self, method: str | None, pattern: str, fn: Handler, raw: bool = False, flags: int = 0) -> None:
         self.method = method
         self.pattern = pattern
         self.fn = fn
-        self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
-            getattr(fn, "__call__", None))
-
-
-def _unshared_refcount() -> int:
-    # What getrefcount reports for an object only a local variable holds; measured
-    # rather than assumed, since interpreters differ in which references they count.
-    request = Request(0, None)
-    return sys.getrefcount(request)
-
-
-def _make_dispatch(table: list, runner: LoopRunner) -> Callable[[int, int, int], None]:
-    """The function behind the server's single handler callback."""
-    getrefcount = sys.getrefcount
-    unshared = _unshared_refcount()
-    respond = _lib.lib.ember_request_respond
-    nocopy_min = NOCOPY_MIN
-    OK = _lib.OK
-    submit = runner.submit
-
-    def on_request(slot: int, handle: int, info: int) -> None:
-        request = None
-        try:
-            fn, is_async = table[slot]
-            request = Request(handle, info)
-            if is_async:
-                request._detach()
-                submit(fn, request)
-                return
-            result = fn(request)
-            # More references than a bare local has means the handler kept the request,
-            # which must then not point into engine memory after the answer.
-            if getrefcount(request) > unshared:
-                request._detach()
-            if type(result) is not Response:
-                if result is None and request._deferred is not None:
-                    return
-                if inspect.isawaitable(result):
-                    request._detach()
-                    submit(None, request, result)
-                    return
-                status, head, body = encode(result)
-            else:
-                status, head, body = result.status, result._head, result.body
-            n = len(body)
-            if n < nocopy_min:
-                rc = respond(handle, status, head, len(head), body, n)
-            else:
-                rc = send(handle, status, head, body)
-            if rc != OK:
-                _respond_failed(rc, handle, status, head, body, request)
-        except BaseException:
-            try:
-                if request is not None:
-                    request._detach()
-                fail(handle, request)
-            except BaseException:
-                pass
-
-    return on_request
-
-
-def _respond_failed(rc: int, handle: int, status: int, head: bytes, body: bytes, request: Request) -> None:
-    if rc in _QUIET:
-        log.debug("ember: answer for %s dropped: %s", request, _lib.result_name(rc))
-        return
-    msg = _lib.last_error()  # first: any other ember_ call may replace it
-    log.error("ember: answering %s failed: %s: %s", request, _lib.result_name(rc), msg)
-    if rc == _lib.ERR_INVALID_ARG:
-        send(handle, INTERNAL_ERROR.status, INTERNAL_ERROR._head, INTERNAL_ERROR.body)
+        self.raw = raw
+        self.flags = flags
+        self.is_async = not raw and (inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+            getattr(fn, "__call__", None)))
 
 
 class _Native:
@@ -184,7 +62,7 @@ class _Native:
         # Slot 0 stays empty so that no registration's user_data is NULL.
         self.table: list = [None]
         self.released = 0
-        self.handler_cb = _lib.HANDLER_FN(_make_dispatch(self.table, runner))
+        self.handler_cb = _lib.HANDLER_FN(make_dispatch(self.table, runner))
         self.release_cb = _lib.RELEASE_FN(self._release)
         self._cond = threading.Condition()
         self._waiters = 0
@@ -205,16 +83,26 @@ class _Native:
         check(L.ember_server_set_pool_threads(p, pool_threads), "ember_server_set_pool_threads")
         for limit, value in limits.items():
             check(L.ember_server_set_limit(p, limit, value), "ember_server_set_limit")
-        check(L.ember_server_set_log(p, _LOG_CB, 0, _engine_min_level()), "ember_server_set_log")
-        check(L.ember_server_set_thread_hooks(p, _THREAD_START_CB, _THREAD_STOP_CB, 0),
+        check(L.ember_server_set_log(p, LOG_CB, 0, engine_min_level()), "ember_server_set_log")
+        check(L.ember_server_set_thread_hooks(p, THREAD_START_CB, THREAD_STOP_CB, 0),
               "ember_server_set_thread_hooks")
 
     def add_route(self, route: _Route) -> None:
         slot = len(self.table)
-        self.table.append((route.fn, route.is_async))
+        cb = self.handler_cb
+        if route.raw:
+            # The adapter's own function is the C callback: no Request, no dispatch.
+            cb = _lib.HANDLER_FN(route.fn)
+            self.table.append(cb)
+        else:
+            self.table.append((route.fn, route.is_async))
         method = route.method.encode("ascii") if route.method else None
-        rc = L.ember_server_route(self.ptr, method, _wire_pattern(route.pattern),
-                                  self.handler_cb, slot, self.release_cb)
+        if route.flags:
+            from ._stream import route_flags
+            rc = route_flags(self.ptr, method, _wire_pattern(route.pattern), route.flags, cb, slot,
+                             self.release_cb)
+        else:
+            rc = L.ember_server_route(self.ptr, method, _wire_pattern(route.pattern), cb, slot, self.release_cb)
         if rc != _lib.OK:
             self.table[slot] = None  # on failure the engine took nothing
             raise EmberError(rc, _lib.last_error(), f"route {route.method or '*'} {route.pattern}")
@@ -285,6 +173,8 @@ _LIMIT_KEYS = {
     "idle_timeout": (_lib.LIMIT_IDLE_TIMEOUT_MS, _ms),
     "max_connections": (_lib.LIMIT_MAX_CONNECTIONS, int),
     "handler_timeout": (_lib.LIMIT_HANDLER_TIMEOUT_MS, _ms),
+    "max_stream_body_bytes": (17, int),  # EMBER_LIMIT_MAX_STREAM_BODY_BYTES
+    "stream_queue_bytes": (12, int),     # EMBER_LIMIT_STREAM_QUEUE_BYTES
 }
 
 
@@ -347,6 +237,17 @@ class Server:
             for m in _methods(methods):
                 self._routes.append(_Route(m, path, handler))
 
+    def _add_raw_route(self, methods: Methods, path: str, fn: Callable[[int, int, int], None],
+                       flags: int = 0) -> None:
+        """For the adapters (ASGI, WSGI): ``fn(user_data, handle, info_address)`` is the
+        engine's callback itself. It must answer (or hand the handle on) and must never
+        raise: nothing catches for it. ``flags``: ``EMBER_ROUTE_*``."""
+        with self._lock:
+            if self._native is not None:
+                raise RuntimeError("ember: add routes before start() (or after stop())")
+            for m in _methods(methods):
+                self._routes.append(_Route(m, path, fn, raw=True, flags=flags))
+
     def route(self, methods: Methods, path: str) -> Callable[[Handler], Handler]:
         """Decorator: ``@app.route(["GET", "HEAD"], "/x")``."""
         def register(fn: Handler) -> Handler:
@@ -379,9 +280,10 @@ class Server:
         """The bound port while running."""
         return self._port if self._native is not None else None
 
-    def start(self, port: int = 0, host: str = "127.0.0.1") -> int:
+    def start(self, port: int = 0, host: str = "127.0.0.1", reuse_port: bool = False) -> int:
         """Starts listening on ``host:port`` (0 = a free port) and returns the port.
-        Returns once the engine listens; raises EmberError (e.g. ``EMBER_ERR_BIND``)."""
+        Returns once the engine listens; raises EmberError (e.g. ``EMBER_ERR_BIND``).
+        ``reuse_port``: SO_REUSEPORT, so that several processes share the port."""
         with self._lock:
             if self._native is not None:
                 raise RuntimeError("ember: server already running")
@@ -394,7 +296,11 @@ class Server:
                 for r in self._routes:
                     native.add_route(r)
                 addr = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-                check(L.ember_server_listen(native.ptr, addr.encode("ascii")), "ember_server_listen")
+                if reuse_port:
+                    check(L.ember_server_listen_flags(native.ptr, addr.encode("ascii"), _lib.LISTEN_REUSE_PORT),
+                          "ember_server_listen_flags")
+                else:
+                    check(L.ember_server_listen(native.ptr, addr.encode("ascii")), "ember_server_listen")
                 # Started before the engine so a request for a coroutine never waits for it;
                 # cheap when unused (one idle thread), and needed anyway for awaitable results.
                 runner.start()
@@ -426,7 +332,7 @@ class Server:
             # engine thread the engine only starts the shutdown and returns; on an event
             # loop it would block, so there the stop is left to the thread below. Freeing
             # must wait for the calling handler in either case.
-            if threading.get_ident() in _engine_threads:
+            if threading.get_ident() in engine_threads:
                 L.ember_server_stop(native.ptr, ms)
             threading.Thread(target=self._finish_stop, args=(native, ms),
                              name="ember-stop", daemon=False).start()
@@ -435,7 +341,7 @@ class Server:
 
     def _inside_handler(self) -> bool:
         ident = threading.get_ident()
-        if ident in _engine_threads:
+        if ident in engine_threads:
             return True
         runner = self._runner
         if runner is not None and runner.thread_ident == ident:
@@ -498,7 +404,7 @@ class Server:
                 time.sleep(0.01)
 
     def run(self, port: int = 8080, host: str = "127.0.0.1", timeout: float = 5.0,
-            ready: Callable[[int], Any] | None = None) -> None:
+            ready: Callable[[int], Any] | None = None, reuse_port: bool = False) -> None:
         """Starts (unless running), blocks until SIGINT (Ctrl+C) or SIGTERM, then stops
         gracefully. ``ready(port)`` is called once listening, with the signal handlers
         already in place: a signal right after it (say, after printing the port) still
@@ -512,7 +418,7 @@ class Server:
                 previous[sig] = signal.signal(sig, on_signal)
         try:
             if not self.running:
-                self.start(port, host)
+                self.start(port, host, reuse_port)
             if ready is not None:
                 ready(self._port)
             # Short slices: Python runs signal handlers only between them.
@@ -553,14 +459,45 @@ class Server:
         return f"<ember.Server {state}, {len(self._routes)} routes>"
 
 
+#: At interpreter exit, running servers get this long (seconds) to stop: up to 2 s of
+#: graceful drain, the rest for handlers still running to return. If one is still
+#: blocked then, the process ends at once with status 1 (see _stop_all).
+EXIT_TIMEOUT = 5.0
+
+
 def _stop_all() -> None:
     # At interpreter exit engine threads must stop calling into Python before the
-    # interpreter is torn down; free() joins them.
-    for server in list(_running):
-        try:
-            server.stop(timeout=2.0)
-        except BaseException:
-            pass
+    # interpreter is torn down; free() joins them. A handler that never returns would
+    # hold free() (and so the exit) for ever, so the stop runs on a daemon thread and
+    # the exit waits for it only up to EXIT_TIMEOUT. Past that the interpreter must not
+    # be torn down either: the stuck thread, its thread-exit hook or a log line would
+    # call into a finalizing interpreter, which ends that thread from inside the engine
+    # and aborts the process. So the process ends here, after flushing the logs.
+    servers = list(_running)
+    if not servers:
+        return
+    done = threading.Event()
+
+    def stop_them() -> None:
+        for server in servers:
+            try:
+                server.stop(timeout=min(2.0, EXIT_TIMEOUT))
+            except BaseException:
+                pass
+        done.set()
+
+    threading.Thread(target=stop_them, name="ember-exit", daemon=True).start()
+    if done.wait(EXIT_TIMEOUT):
+        return
+    log.error("ember: a handler still runs %.1f s after exit began; ending the process (status 1) "
+              "without waiting for it", EXIT_TIMEOUT)
+    try:
+        logging.shutdown()
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                stream.flush()
+    finally:
+        os._exit(1)
 
 
 atexit.register(_stop_all)

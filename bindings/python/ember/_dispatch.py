@@ -1,0 +1,145 @@
+"""The engine's callbacks into Python: requests (one C callback per server: a ``Request``
+per call, the handler, its result turned into one ``ember_request_respond``), log lines,
+and the start and end of engine threads."""
+
+from __future__ import annotations
+
+import ctypes
+import inspect
+import logging
+import threading
+import weakref
+from typing import Callable
+
+from . import _lib
+from ._async import LoopRunner
+from .request import Request
+from .response import _QUIET, INTERNAL_ERROR, NOCOPY_MIN, Response, describe, encode, fail, send
+
+log = logging.getLogger("ember")
+
+# Threads the engine runs callbacks on (registered by the thread start hook). A stop
+# called on one of them must not block: it would wait for the very handler calling it.
+engine_threads: set[int] = set()
+
+_LEVELS = {
+    _lib.LOG_ERROR: logging.ERROR,
+    _lib.LOG_WARN: logging.WARNING,
+    _lib.LOG_INFO: logging.INFO,
+    _lib.LOG_DEBUG: logging.DEBUG,
+}
+
+
+def engine_min_level() -> int:
+    level = log.getEffectiveLevel()
+    if level <= logging.DEBUG:
+        return _lib.LOG_DEBUG
+    if level <= logging.INFO:
+        return _lib.LOG_INFO
+    if level <= logging.WARNING:
+        return _lib.LOG_WARN
+    return _lib.LOG_ERROR
+
+
+def _on_log(_user_data: int, level: int, msg: int, length: int) -> None:
+    try:
+        text = _lib.string_at(msg, length).decode("utf-8", "replace") if length else ""
+        log.log(_LEVELS.get(level, logging.INFO), "%s", text)
+    except BaseException:  # nothing may escape into the engine's thread
+        pass
+
+
+_pyapi = ctypes.pythonapi
+_pyapi.PyGILState_Ensure.restype = ctypes.c_int
+_pyapi.PyGILState_Ensure.argtypes = []
+_pyapi.PyGILState_Release.restype = None
+_pyapi.PyGILState_Release.argtypes = [ctypes.c_int]
+_GIL_LOCKED = 0  # PyGILState_LOCKED
+
+
+def _on_thread_start(_user_data: int) -> None:
+    # ctypes gives a foreign thread a fresh Python thread state for every callback and
+    # deletes it afterwards. One extra, never released PyGILState_Ensure keeps this
+    # thread's state alive across callbacks, so each request skips that set-up.
+    _pyapi.PyGILState_Ensure()
+    engine_threads.add(threading.get_ident())
+
+
+def _on_thread_stop(_user_data: int) -> None:
+    engine_threads.discard(threading.get_ident())
+    # Undoes the extra Ensure; ctypes' own release after this call then deletes the state.
+    _pyapi.PyGILState_Release(_GIL_LOCKED)
+
+
+# Shared by every server: these never change and never hold per-server state.
+LOG_CB = _lib.LOG_FN(_on_log)
+THREAD_START_CB = _lib.THREAD_FN(_on_thread_start)
+THREAD_STOP_CB = _lib.THREAD_FN(_on_thread_stop)
+
+
+def make_dispatch(table: list, runner: LoopRunner) -> Callable[[int, int, int], None]:
+    """The function behind the server's single handler callback."""
+    respond = _lib.lib.ember_request_respond
+    nocopy_min = NOCOPY_MIN
+    OK = _lib.OK
+    submit = runner.submit
+    ref = weakref.ref
+
+    def on_request(slot: int, handle: int, info: int) -> None:
+        request = None
+        try:
+            fn, is_async = table[slot]
+            request = Request(handle, info)
+            if is_async:
+                request._detach()
+                submit(fn, request)
+                return
+            result = fn(request)
+            # A request the handler kept (stored, captured, deferred) must not point into
+            # engine memory after the answer, so it is copied out first. Whether it was
+            # kept is asked of a weak reference once ours is dropped: exact where objects
+            # die with their last reference (CPython), a copy too many elsewhere, never a
+            # dangling view.
+            kept = ref(request)
+            request = None
+            request = kept()
+            if request is not None:
+                request._detach()
+            if type(result) is not Response:
+                if result is None and request is not None and request._deferred is not None:
+                    return
+                if inspect.isawaitable(result):
+                    if request is None:
+                        request = Request(handle, info)  # not answered yet: the views still hold
+                    request._detach()
+                    submit(None, request, result)
+                    return
+                status, head, body = encode(result)
+            else:
+                status, head, body = result.status, result._head, result.body
+            n = len(body)
+            if n < nocopy_min:
+                rc = respond(handle, status, head, len(head), body, n)
+            else:
+                rc = send(handle, status, head, body)
+            if rc != OK:
+                respond_failed(rc, handle, status, head, body, request)
+        except BaseException:
+            try:
+                if request is not None:
+                    request._detach()
+                fail(handle, request)
+            except BaseException:
+                pass
+
+    return on_request
+
+
+def respond_failed(rc: int, handle: int, status: int, head: bytes, body: bytes, request: Request) -> None:
+    if rc in _QUIET:
+        log.debug("ember: answer for %s dropped: %s", describe(request), _lib.result_name(rc))
+        return
+    msg = _lib.last_error()  # first: any other ember_ call may replace it
+    log.error("ember: answering %s failed: %s: %s", describe(request), _lib.result_name(rc), msg)
+    if rc == _lib.ERR_INVALID_ARG:
+        send(handle, INTERNAL_ERROR.status, INTERNAL_ERROR._head, INTERNAL_ERROR.body)
