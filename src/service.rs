@@ -199,9 +199,14 @@ fn dispatch(run: &Run, id: u64, handler: Handler, data: Arc<RequestData>) -> Opt
         handler::invoke(run.server_id, &handler, &Request { data }, &run.log);
         return None;
     }
-    if let Some(_slot) = run.dispatcher.try_inline() {
+    // A streamed body comes through this very connection, which cannot move while its
+    // handler runs on it: a handler that reads it (blocking) goes to the pool.
+    let streamed = data.info().flags & FLAG_BODY_STREAMED != 0;
+    if let Some(_slot) = (!streamed).then(|| run.dispatcher.try_inline()).flatten() {
         registry::attach(id, data.clone(), true);
-        handler::invoke(run.server_id, &handler, &Request { data }, &run.log);
+        // Likewise a streamed answer cannot drain while the handler holds the connection:
+        // blocking waits refuse here (EMBER_ERR_STATE) as under inline dispatch.
+        crate::inside::strict_io(|| handler::invoke(run.server_id, &handler, &Request { data }, &run.log));
         return None;
     }
     registry::attach(id, data, false);
@@ -314,12 +319,21 @@ fn to_response(answer: Answer, head_only: bool, is_h2: bool, in_flight: InFlight
             }
             Reply::Stream(StreamBody::new(out, ex, declared_len, Some(in_flight)))
         }
-        (Some(out), _) => {
+        (Some(out), ex) => {
             if let Some(n) = declared_len {
                 headers.insert(CONTENT_LENGTH, HeaderValue::from(n));
             }
-            // HEAD: what the host streams is dropped; its end completes the exchange.
-            out.set_discard();
+            // HEAD: what the host streams is dropped; its end completes the exchange. The
+            // host may have got there first (an inline handler always does).
+            let (ended, refused) = out.set_discard();
+            if let Some(ex) = ex {
+                if refused {
+                    ex.fire(Event::Writable);
+                }
+                if ended {
+                    ex.fire(Event::Completed);
+                }
+            }
             Reply::full(Bytes::new(), Some(in_flight), None)
         }
         (None, ex) if head_only => {

@@ -229,6 +229,59 @@ static void run_backpressure(int32_t dispatch) {
 static void test_backpressure_pool(void) { run_backpressure(EMBER_DISPATCH_POOL); }
 static void test_backpressure_inline(void) { run_backpressure(EMBER_DISPATCH_INLINE); }
 
+/* HEAD: what the host streams is dropped, and its events still end with COMPLETED, also
+ * when it ended (or filled its queue) before the engine learned that the answer is to a
+ * HEAD (always so under inline dispatch, where the handler runs first). */
+static void small_stream(void *ud, ember_request req, const ember_request_info *info) {
+    (void)ud; (void)info;
+    if (ember_response_begin(req, 200, NULL, 0) != EMBER_OK) return;
+    CHECK_RC(ember_request_on_event(req, count_events, NULL), EMBER_OK);
+    CHECK_RC(ember_response_write(req, "abc", 3), EMBER_OK);
+    CHECK_RC(ember_response_end(req), EMBER_OK);
+}
+
+static void run_head(int32_t dispatch) {
+    static const char head[] = "HEAD / HTTP/1.1\r\nHost: h\r\n\r\n";
+    ember_server *s;
+    uint16_t port;
+    int fd;
+    /* 1. ended before the engine saw the answer */
+    reset();
+    s = server_with("GET", "/", 0, small_stream);
+    CHECK_RC(ember_server_set_dispatch(s, dispatch), EMBER_OK);
+    port = start_server(s);
+    fd = http_connect(port);
+    CHECK(fd >= 0 && http_send(fd, head, sizeof head - 1) == 0);
+    sleep_ms(100);
+    CHECK(wait_for(&t.events[EMBER_EVENT_COMPLETED], 1, 3000));
+    close(fd);
+    CHECK_RC(ember_server_free(s), EMBER_OK);
+    CHECK(atomic_get(&t.events[EMBER_EVENT_COMPLETED]) == 1 && atomic_get(&t.events[EMBER_EVENT_ABORTED]) == 0);
+    /* 2. a queue filled before: WRITABLE comes, the rest is dropped, then COMPLETED */
+    reset();
+    memset(&bp, 0, sizeof bp);
+    pthread_mutex_init(&bp.lock, NULL);
+    s = server_with("GET", "/", 0, bp_handler);
+    CHECK_RC(ember_server_set_dispatch(s, dispatch), EMBER_OK);
+    CHECK_RC(ember_server_set_limit(s, EMBER_LIMIT_STREAM_QUEUE_BYTES, 8 * CHUNK), EMBER_OK);
+    port = start_server(s);
+    fd = http_connect(port);
+    CHECK(fd >= 0 && http_send(fd, head, sizeof head - 1) == 0);
+    {
+        char got[512] = {0};
+        CHECK(recv(fd, got, sizeof got - 1, 0) > 0 && strncmp(got, "HTTP/1.1 200", 12) == 0);
+    }
+    CHECK(wait_for(&bp.done, 1, 3000));
+    CHECK(bp.next == TOTAL_CHUNKS);
+    CHECK(atomic_get(&t.events[EMBER_EVENT_COMPLETED]) == 1 && atomic_get(&t.events[EMBER_EVENT_ABORTED]) == 0);
+    close(fd);
+    CHECK_RC(ember_server_free(s), EMBER_OK);
+    pthread_mutex_destroy(&bp.lock);
+}
+
+static void test_head_pool(void) { run_head(EMBER_DISPATCH_POOL); }
+static void test_head_inline(void) { run_head(EMBER_DISPATCH_INLINE); }
+
 /* ---- the blocking wait: a timeout, then room; never on an I/O thread ---- */
 
 static volatile ember_result inline_wait_rc, inline_read_rc;
@@ -252,6 +305,43 @@ static void inline_blocking_calls(void *ud, ember_request req, const ember_reque
     inline_wait_rc = ember_response_wait_writable(req, 10);
     inline_read_rc = ember_request_read(req, buf, sizeof buf, 10, &n);
     ember_response_end(req);
+}
+
+/* Auto dispatch may run a handler on its connection's own I/O thread, where the stream
+ * cannot drain until the handler returns: a blocking wait there must refuse (STATE), not
+ * sit out its timeout. On a pool thread it finds room as usual. */
+static volatile ember_result auto_wait_rc;
+static volatile int auto_done;
+
+static void auto_fill_then_wait(void *ud, ember_request req, const ember_request_info *info) {
+    char chunk[CHUNK];
+    int i;
+    (void)ud; (void)info;
+    memset(chunk, 'q', sizeof chunk);
+    ember_response_begin(req, 200, NULL, 0);
+    for (i = 0; i < 10000 && ember_response_write(req, chunk, sizeof chunk) == EMBER_OK; i++) {}
+    auto_wait_rc = ember_response_wait_writable(req, 2000);
+    ember_response_end(req);
+    atomic_inc(&auto_done);
+}
+
+static void test_wait_writable_under_auto_dispatch(void) {
+    ember_server *s;
+    uint16_t port;
+    http_resp r;
+    int round;
+    for (round = 0; round < 3; round++) {
+        auto_done = 0;
+        s = server_with("GET", "/", 0, auto_fill_then_wait);
+        CHECK_RC(ember_server_set_dispatch(s, EMBER_DISPATCH_AUTO), EMBER_OK);
+        CHECK_RC(ember_server_set_limit(s, EMBER_LIMIT_STREAM_QUEUE_BYTES, 4 * CHUNK), EMBER_OK);
+        port = start_server(s);
+        CHECK(http_get(port, "/", &r) == 0 && r.status == 200);
+        http_free(&r);
+        CHECK(wait_for(&auto_done, 1, 5000));
+        CHECK(auto_wait_rc == EMBER_ERR_STATE || auto_wait_rc == EMBER_OK); /* not WOULD_BLOCK after 2 s */
+        CHECK_RC(ember_server_free(s), EMBER_OK);
+    }
 }
 
 static void test_wait_writable(void) {
@@ -646,7 +736,10 @@ int main(void) {
     h_run("wrong order: write/end before begin, begin twice, after end", test_wrong_order_on_a_live_request);
     h_run("backpressure and WRITABLE (pool dispatch)", test_backpressure_pool);
     h_run("backpressure and WRITABLE (inline dispatch)", test_backpressure_inline);
+    h_run("HEAD: COMPLETED once though ended or refused early (pool)", test_head_pool);
+    h_run("HEAD: COMPLETED once though ended or refused early (inline)", test_head_inline);
     h_run("wait_writable times out, then has room; refused on an I/O thread", test_wait_writable);
+    h_run("auto dispatch: a blocking wait on the own I/O thread refuses", test_wait_writable_under_auto_dispatch);
     h_run("ABORTED exactly once when the client leaves", test_aborted_exactly_once_when_the_client_leaves);
     h_run("ABORTED exactly once on the handler timeout", test_aborted_exactly_once_on_handler_timeout);
     h_run("zero-copy writes released exactly once", test_nocopy_writes_released_exactly_once);
