@@ -239,17 +239,14 @@ static void on_sse(void *ud, ember_request req, const ember_request_info *info) 
     pthread_attr_t attr;
     int err;
     (void)ud; (void)info;
-    /* A reconnecting EventSource says which event it saw last; an id that is not one of
-     * ours starts from the beginning. */
-    if (ember_request_header(req, "last-event-id", &v) == EMBER_OK) {
-        ember_str q;
-        char tmp[16];
-        if (v.len > 0 && v.len < sizeof tmp - 5) {
-            snprintf(tmp, sizeof tmp, "k=%.*s", (int)v.len, v.ptr);
-            q.ptr = tmp;
-            q.len = strlen(tmp);
-            if (!query_ulong(q, "k", 3, &last)) last = 0;
-        }
+    /* A reconnecting EventSource says which event it saw last: go on after it (past the
+     * last event, nothing is left). An id that is not a decimal number starts over. */
+    if (ember_request_header(req, "last-event-id", &v) == EMBER_OK && v.len > 0) {
+        size_t i;
+        for (i = 0; i < v.len && v.ptr[i] >= '0' && v.ptr[i] <= '9'; i++)
+            if (last < 3) last = last * 10 + (unsigned long)(v.ptr[i] - '0');
+        if (i < v.len) last = 0;
+        if (last > 3) last = 3;
     }
     job = malloc(sizeof *job);
     if (!job) { respond_json(req, 500, "{\"error\": \"out of memory\"}"); return; }

@@ -131,6 +131,12 @@ def test_sse_last_event_id_resumes_after_it(app):
         assert events == expected_events(first), (last, r.content)
 
 
+def test_sse_last_event_id_past_the_end_or_not_a_number(app):
+    for last, want in (("99", RETRY), ("0", RETRY + EVENTS), ("abc", RETRY + EVENTS), ("-1", RETRY + EVENTS)):
+        r = httpx.get(app.url + "/sse", headers={"Last-Event-ID": last}, timeout=10)
+        assert r.status_code == 200 and r.content == want, (last, r.content)
+
+
 def test_sse_last_event_id_3_gets_the_head_and_an_ended_stream(app):
     start = time.monotonic()
     r = httpx.get(app.url + "/sse", headers={"Last-Event-ID": "3"}, timeout=10)

@@ -245,11 +245,18 @@ def test_ws_1000_connections_echo_then_close(app):
             async with sem:
                 return await aconnect(ws_url(app), compression=None, open_timeout=30, close_timeout=30,
                                       ping_interval=None, max_size=None)
-        conns = await asyncio.gather(*(open_one(i) for i in range(count)))
-        await asyncio.gather(*(ws.send("conn %d" % i) for i, ws in enumerate(conns)))
-        got = await asyncio.gather(*(asyncio.wait_for(ws.recv(), 30) for ws in conns))
+        def failures(results, step):
+            bad = [(i, repr(r)) for i, r in enumerate(results) if isinstance(r, BaseException)]
+            assert not bad, "%s: %d of %d failed, e.g. %s" % (step, len(bad), count, bad[:3])
+
+        conns = await asyncio.gather(*(open_one(i) for i in range(count)), return_exceptions=True)
+        failures(conns, "open")
+        failures(await asyncio.gather(*(ws.send("conn %d" % i) for i, ws in enumerate(conns)),
+                                      return_exceptions=True), "send")
+        got = await asyncio.gather(*(asyncio.wait_for(ws.recv(), 30) for ws in conns), return_exceptions=True)
+        failures(got, "echo")
         assert got == ["conn %d" % i for i in range(count)]
-        await asyncio.gather(*(ws.close() for ws in conns))
+        failures(await asyncio.gather(*(ws.close() for ws in conns), return_exceptions=True), "close")
         return [ws.close_code for ws in conns]
 
     codes = asyncio.run(main())
