@@ -29,6 +29,8 @@ if _soft != resource.RLIM_INFINITY and _soft < _want:
 def pytest_report_header(config):
     header = "EMBER_APP=%r EMBER_DISPATCH=%r" % (
         os.environ.get("EMBER_APP"), os.environ.get("EMBER_DISPATCH", "(app default: pool)"))
+    if os.environ.get("EMBER_CONFORMANCE_WS_CONNECTIONS"):
+        header += "\nEMBER_CONFORMANCE_WS_CONNECTIONS=%s (instead of 1000)" % os.environ["EMBER_CONFORMANCE_WS_CONNECTIONS"]
     if os.environ.get("EMBER_CONFORMANCE_RSS") == "off":
         header += "\nEMBER_CONFORMANCE_RSS=off: the app's memory growth is not asserted (sanitizer build)"
     return header

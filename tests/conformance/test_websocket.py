@@ -233,13 +233,21 @@ def test_ws_chat_is_separate_from_echo(app):
             echo.recv(timeout=0.3)
 
 
+# scripts/windows.sh lowers this under Wine, whose socket emulation stalls the app's
+# connections past a few hundred (seen with Wine 8.0: 600 opened, 197 echoed); everywhere
+# else the suite runs with 1,000.
+WS_CONNECTIONS = int(os.environ.get("EMBER_CONFORMANCE_WS_CONNECTIONS", "1000"))
+
+
 def test_ws_1000_connections_echo_then_close(app):
     # 1,000 connections open at once, an echo on every one, then all closed cleanly.
     # (conftest.py raised the open-files limit for this process and the app.)
-    count = 1000
+    count = WS_CONNECTIONS
 
     async def main():
-        sem = asyncio.Semaphore(200)   # at most 200 handshakes in flight
+        # At most 50 handshakes in flight: the point is 1,000 open at once, not a burst of
+        # handshakes against the app's 1 s header timeout on a loaded machine.
+        sem = asyncio.Semaphore(50)
 
         async def open_one(i):
             async with sem:
