@@ -234,9 +234,14 @@ fn retire(id: u64, to: Retire) -> Result<(Option<oneshot::Sender<Answer>>, Optio
             let freed = acknowledge(slot);
             (Err(err), freed)
         }
-        // An expiry that lost the race changes nothing.
+        // An expiry that lost the race changes nothing. It runs after every answered
+        // request (the service's guard), so it builds no message nobody reads.
         other => {
-            let err = not_pending(id, &other);
+            let err = if matches!(to, Retire::TimedOut | Retire::Gone) {
+                Error { kind: ErrorKind::AlreadyAnswered, message: String::new() }
+            } else {
+                not_pending(id, &other)
+            };
             slot.state = other;
             (Err(err), false)
         }
