@@ -762,6 +762,21 @@ ember_result ember_server_start(struct ember_server *server);
 ember_result ember_server_port(const struct ember_server *server, size_t index, uint16_t *out_port);
 
 /**
+ * A path the engine answers itself for GET and HEAD (copied): 200 `{"status": "ok"}`, or
+ * 503 `{"status": "draining"}` after `ember_server_drain`. For load balancers' health
+ * checks. Before start only.
+ */
+ember_result ember_server_set_health_path(struct ember_server *server, const char *path);
+
+/**
+ * Starts draining, ahead of a stop (rolling restarts behind a load balancer): the health
+ * path answers 503, and every HTTP/1.1 answer carries `Connection: close`, so the balancer
+ * takes this process out and keep-alive clients reconnect elsewhere. The server goes on
+ * accepting and serving until `ember_server_stop`. Idempotent; while running only.
+ */
+ember_result ember_server_drain(struct ember_server *server);
+
+/**
  * Graceful stop: stop accepting, let in-flight requests finish, close idle keep-alive
  * connections, force-close what is left after `timeout_ms`. Idempotent. When it returns,
  * no handler runs any more and every route's release callback has been called.

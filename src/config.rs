@@ -116,11 +116,13 @@ pub struct Config {
     /// Callback threads in pool mode; 0 means the default.
     pub pool_threads: usize,
     pub limits: Limits,
+    /// A path the engine answers itself: 200 `{"status": "ok"}`, 503 while draining.
+    pub health_path: Option<String>,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config { listen: Vec::new(), workers: 0, dispatch: Dispatch::Auto, pool_threads: 0, limits: Limits::default() }
+        Config { listen: Vec::new(), workers: 0, dispatch: Dispatch::Auto, pool_threads: 0, limits: Limits::default(), health_path: None }
     }
 }
 

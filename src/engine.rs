@@ -23,6 +23,7 @@ pub(crate) struct Run {
     /// Turns true when the server stops (WebSocket tasks close with 1001).
     pub shutdown: tokio::sync::watch::Receiver<bool>,
     pub hub: Arc<crate::ws::Hub>,
+    pub health: crate::health::Health,
 }
 
 impl Run {
@@ -34,6 +35,7 @@ impl Run {
         counters: Arc<Counters>,
         log: Logger,
         shutdown: tokio::sync::watch::Receiver<bool>,
+        health_path: Option<String>,
     ) -> Run {
         let mut http1 = hyper::server::conn::http1::Builder::new();
         // pipeline_flush stays off: with it hyper 1.12 drops its automatic 400/431 answers.
@@ -62,6 +64,7 @@ impl Run {
             http2,
             shutdown,
             hub: Arc::default(),
+            health: crate::health::Health::new(health_path),
         }
     }
 }

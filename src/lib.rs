@@ -16,6 +16,7 @@ pub mod error;
 pub mod ffi;
 pub mod handler;
 mod handles;
+mod health;
 mod inbox;
 mod inside;
 mod listener;

@@ -213,7 +213,16 @@ impl Server {
         };
         let (shutdown, shutdown_rx) = watch::channel(false);
         crate::exchange::register_server(&dispatcher);
-        let run = Arc::new(Run::new(self.id, router, limits.clone(), dispatcher, self.counters.clone(), log.clone(), shutdown_rx.clone()));
+        let run = Arc::new(Run::new(
+            self.id,
+            router,
+            limits.clone(),
+            dispatcher,
+            self.counters.clone(),
+            log.clone(),
+            shutdown_rx.clone(),
+            config.health_path.clone(),
+        ));
         let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
         for std_listener in listeners {
             let _enter = runtime.enter();
@@ -333,6 +342,27 @@ impl Server {
                     }
                 }
             }
+        }
+    }
+
+    /// A path the engine answers itself (GET/HEAD): 200 `{"status": "ok"}`, or 503 while
+    /// draining. Before start.
+    pub fn set_health_path(&self, path: &str) -> Result<()> {
+        if !path.starts_with('/') {
+            return Err(Error::new(ErrorKind::InvalidArg, format!("health path {path:?} must start with '/'")));
+        }
+        self.configure(|c, _, _| Ok(c.health_path = Some(path.to_owned())))
+    }
+
+    /// Starts draining: the health path answers 503 and HTTP/1 answers close their
+    /// connections, while the server goes on serving until `stop`. Idempotent.
+    pub fn drain(&self) -> Result<()> {
+        match &*self.phase.lock() {
+            Phase::Running(r) => {
+                r.run.health.drain();
+                Ok(())
+            }
+            _ => Err(Error::new(ErrorKind::State, "drain: the server is not running")),
         }
     }
 

@@ -36,8 +36,12 @@ pub(crate) async fn handle(run: Arc<Run>, conn: Arc<ConnState>, req: http::Reque
     run.counters.requests.fetch_add(1, Relaxed);
     let head_only = req.method() == Method::HEAD;
     let is_h2 = req.version() == Version::HTTP_2;
-    let (answer, upgrade) = answer(&run, &conn, req).await;
+    let (mut answer, upgrade) = answer(&run, &conn, req).await;
     run.counters.status(answer.status);
+    if run.health.is_draining() && !is_h2 && upgrade.is_none() {
+        // Keep-alive clients (a proxy's upstream pool) reconnect, to another process.
+        answer.headers.insert(CONNECTION, HeaderValue::from_static("close"));
+    }
     if let Some((ws, on_upgrade)) = upgrade {
         let limits = ws::WsLimits {
             max_message: run.limits.ws_max_message_bytes,
@@ -59,6 +63,9 @@ async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incomi
     // hyper counts HTTP/1 headers itself (431); HTTP/2 only limits the list's size.
     if parts.headers.len() > run.limits.max_headers {
         return (canned(431, true), None);
+    }
+    if let Some(a) = run.health.answer(&parts.method, parts.uri.path()) {
+        return (a, None);
     }
     let upgrade = ws::wants_upgrade(&parts.headers);
     let (endpoint, route, params) = match run.router.find(&parts.method, parts.uri.path(), upgrade) {

@@ -350,6 +350,23 @@ pub unsafe extern "C" fn ember_server_port(server: *const ember_server, index: u
     })
 }
 
+/// A path the engine answers itself for GET and HEAD (copied): 200 `{"status": "ok"}`, or
+/// 503 `{"status": "draining"}` after `ember_server_drain`. For load balancers' health
+/// checks. Before start only.
+#[no_mangle]
+pub unsafe extern "C" fn ember_server_set_health_path(server: *mut ember_server, path: *const c_char) -> ember_result {
+    guard(|| get(server)?.set_health_path(c_str(path, "path")?))
+}
+
+/// Starts draining, ahead of a stop (rolling restarts behind a load balancer): the health
+/// path answers 503, and every HTTP/1.1 answer carries `Connection: close`, so the balancer
+/// takes this process out and keep-alive clients reconnect elsewhere. The server goes on
+/// accepting and serving until `ember_server_stop`. Idempotent; while running only.
+#[no_mangle]
+pub unsafe extern "C" fn ember_server_drain(server: *mut ember_server) -> ember_result {
+    guard(|| get(server)?.drain())
+}
+
 /// Graceful stop: stop accepting, let in-flight requests finish, close idle keep-alive
 /// connections, force-close what is left after `timeout_ms`. Idempotent. When it returns,
 /// no handler runs any more and every route's release callback has been called.
