@@ -24,6 +24,7 @@ pub(crate) struct Run {
     pub shutdown: tokio::sync::watch::Receiver<bool>,
     pub hub: Arc<crate::ws::Hub>,
     pub health: crate::health::Health,
+    pub trusted: crate::proxy::Trusted,
 }
 
 impl Run {
@@ -36,6 +37,7 @@ impl Run {
         log: Logger,
         shutdown: tokio::sync::watch::Receiver<bool>,
         health_path: Option<String>,
+        trusted: crate::proxy::Trusted,
     ) -> Run {
         let mut http1 = hyper::server::conn::http1::Builder::new();
         // pipeline_flush stays off: with it hyper 1.12 drops its automatic 400/431 answers.
@@ -65,6 +67,7 @@ impl Run {
             shutdown,
             hub: Arc::default(),
             health: crate::health::Health::new(health_path),
+            trusted,
         }
     }
 }

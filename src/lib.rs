@@ -17,6 +17,7 @@ pub mod ffi;
 pub mod handler;
 mod handles;
 mod health;
+pub mod proxy;
 mod inbox;
 mod inside;
 mod listener;

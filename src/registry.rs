@@ -436,6 +436,8 @@ mod tests {
             http_version: 11,
             content_length: None,
             flags: 0,
+            scheme: "http",
+            peer_addr: "127.0.0.1:1",
         }));
         attach(id, data.clone(), true);
         assert!(expire(id, false));
@@ -467,6 +469,8 @@ mod tests {
             http_version: 11,
             content_length: None,
             flags: 0,
+            scheme: "http",
+            peer_addr: "127.0.0.1:1",
         }));
         let (id, _rx) = begin(79);
         attach(id, data.clone(), false);

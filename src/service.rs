@@ -109,6 +109,7 @@ async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incomi
             Err(e) => return (e.answer(), None),
         }
     };
+    let forwarded = crate::proxy::forwarded(conn.peer.ip(), &parts.headers, &run.trusted);
     let (id, rx) = registry::begin(run.server_id);
     let pending = Pending(id);
     let flags = if streamed.is_some() { FLAG_BODY_STREAMED } else { 0 } | if ws_route.is_some() { FLAG_WEBSOCKET } else { 0 };
@@ -118,7 +119,9 @@ async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incomi
             method: parts.method.as_str(),
             path: parts.uri.path(),
             query: parts.uri.query().unwrap_or(""),
-            remote_addr: &conn.remote,
+            remote_addr: forwarded.as_ref().and_then(|f| f.0.as_deref()).unwrap_or(&conn.remote),
+            scheme: forwarded.as_ref().and_then(|f| f.1).unwrap_or(conn.scheme),
+            peer_addr: &conn.peer_text,
             route,
             headers: &parts.headers,
             params: &params,
