@@ -223,7 +223,16 @@ impl Server {
             Dispatch::Pool | Dispatch::Auto => {
                 let inline_budget = if config.dispatch == Dispatch::Auto { config.worker_threads() } else { 0 };
                 let (pool, dispatcher) =
-                    Pool::start(config.pool_size(), limits.max_queued, limits.stream_queue_bytes, inline_budget, self.id, hooks, log.clone())
+                    Pool::start(
+                    config.pool_size(),
+                    limits.max_queued,
+                    limits.stream_queue_bytes,
+                    inline_budget,
+                    limits.handler_timeout,
+                    self.id,
+                    hooks,
+                    log.clone(),
+                )
                         .map_err(runtime_error)?;
                 (Some(pool), dispatcher)
             }

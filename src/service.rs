@@ -208,7 +208,8 @@ fn dispatch(run: &Run, id: u64, handler: Handler, data: Arc<RequestData>) -> Opt
         handler::invoke(run.server_id, &handler, &Request { data }, &run.log);
         return None;
     }
-    if let Some(_slot) = run.dispatcher.try_inline() {
+    if let Some(slot) = run.dispatcher.try_inline() {
+        slot.running(id);
         registry::attach(id, data.clone(), true);
         handler::invoke(run.server_id, &handler, &Request { data }, &run.log);
         return None;
@@ -253,8 +254,12 @@ fn upgrade_required() -> Answer {
 }
 
 async fn wait(run: &Run, pending: Pending, mut rx: oneshot::Receiver<Answer>, inbox: Option<&Inbox>) -> Answer {
-    if let Ok(a) = rx.try_recv() {
-        return a;
+    match rx.try_recv() {
+        Ok(a) => return a,
+        // Ended already (the monitor expired a handler that blocked inline): a polled
+        // finished receiver would panic.
+        Err(oneshot::error::TryRecvError::Closed) => return canned(503, false),
+        Err(oneshot::error::TryRecvError::Empty) => {}
     }
     // A handler reading its body in pieces gets the handler timeout once the body is in.
     if let Some(inbox) = inbox {
