@@ -161,8 +161,8 @@ async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incomi
             mailbox.post(Box::new(move || handler::invoke(server_id, &open, &request, &log)));
             Some((ws, accept))
         }
-        (Endpoint::Http { handler, .. }, _) => {
-            if let Some(a) = dispatch(run, id, handler.clone(), data) {
+        (Endpoint::Http { handler, pool, .. }, _) => {
+            if let Some(a) = dispatch(run, id, handler.clone(), data, *pool) {
                 return (a, None);
             }
             None
@@ -203,7 +203,7 @@ impl Drop for AbandonOnDrop {
 
 /// Hands a request to its handler (inline now, or queued for the pool). An answer when
 /// the pool cannot take it.
-fn dispatch(run: &Run, id: u64, handler: Handler, data: Arc<RequestData>) -> Option<Answer> {
+fn dispatch(run: &Run, id: u64, handler: Handler, data: Arc<RequestData>, pool: bool) -> Option<Answer> {
     if run.dispatcher.is_inline() {
         registry::attach(id, data.clone(), true);
         handler::invoke(run.server_id, &handler, &Request { data }, &run.log);
@@ -212,7 +212,7 @@ fn dispatch(run: &Run, id: u64, handler: Handler, data: Arc<RequestData>) -> Opt
     // A streamed body comes through this very connection, which cannot move while its
     // handler runs on it: a handler that reads it (blocking) goes to the pool.
     let streamed = data.info().flags & FLAG_BODY_STREAMED != 0;
-    if let Some(slot) = (!streamed).then(|| run.dispatcher.try_inline()).flatten() {
+    if let Some(slot) = (!streamed && !pool).then(|| run.dispatcher.try_inline()).flatten() {
         slot.running(id);
         registry::attach(id, data.clone(), true);
         // Likewise a streamed answer cannot drain while the handler holds the connection:
