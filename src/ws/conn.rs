@@ -195,13 +195,19 @@ impl WsConn {
         }));
     }
 
-    /// Takes everything queued; true if the host should now hear `on_writable`.
-    fn take_queue(&self) -> (VecDeque<Bytes>, bool) {
+    /// Takes everything queued. The bytes stay counted in `queued` until written, so
+    /// `buffered` tells the host what has not reached the socket and a writer stuck on
+    /// a slow reader holds at most the limit, not the limit twice over.
+    fn take_queue(&self) -> VecDeque<Bytes> {
+        std::mem::take(&mut self.out.lock().queue)
+    }
+
+    /// `n` bytes reached the socket; true if the host was refused and should now hear
+    /// `on_writable`.
+    fn written(&self, n: usize) -> bool {
         let mut out = self.out.lock();
-        let queue = std::mem::take(&mut out.queue);
-        out.queued = 0;
-        let writable = std::mem::take(&mut out.refused);
-        (queue, writable)
+        out.queued -= n.min(out.queued);
+        out.queued < self.limit && std::mem::take(&mut out.refused)
     }
 
     fn close_request(&self) -> Option<(u16, String)> {
@@ -411,10 +417,11 @@ async fn write_queue(conn: &Arc<WsConn>, ws: &mut Ws, stall: Duration, state: &C
 
 /// Writes the host's queue; with `flush_first`, after what tungstenite has pending.
 async fn write_frames(conn: &Arc<WsConn>, ws: &mut Ws, stall: Duration, state: &ConnState, flush_first: bool) -> std::result::Result<(), (u16, String)> {
-    let (queue, writable) = conn.take_queue();
+    let queue = conn.take_queue();
     if queue.is_empty() {
         return Ok(());
     }
+    let total: usize = queue.iter().map(|f| f.len()).sum();
     let cut = || (1006, "the peer stopped reading".to_owned());
     if flush_first && ws.flush().await.is_err() {
         return Err(cut());
@@ -441,7 +448,7 @@ async fn write_frames(conn: &Arc<WsConn>, ws: &mut Ws, stall: Duration, state: &
     if ws.get_mut().flush().await.is_err() {
         return Err(cut());
     }
-    if writable {
+    if conn.written(total) {
         if let Some(cb) = conn.route.on_writable.clone() {
             let id = conn.id;
             conn.mailbox.post(Box::new(move || cb(id)));
