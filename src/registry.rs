@@ -27,18 +27,9 @@ enum State {
     Answered,
     TimedOut(Option<Arc<RequestData>>),
     Gone(Option<Arc<RequestData>>),
-    /// The engine answered in the host's place (a streamed body it refused). Like an
-    /// expiry, the host's next call hears why and releases the data it may still read.
-    Refused(Refusal, Option<Arc<RequestData>>),
-}
-
-/// Why the engine answered a request itself.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Refusal {
-    /// 413: the streamed body passed the limit.
-    TooLarge,
-    /// 408: the streamed body came slower than the minimum rate.
-    TooSlow,
+    /// The engine answered for the host: a streamed body over the limit (413,
+    /// `TooLarge`) or too slow (408, `TimedOut`).
+    Refused(ErrorKind, Option<Arc<RequestData>>),
 }
 
 struct Slot {
@@ -147,12 +138,10 @@ fn not_pending(id: u64, state: &State) -> Error {
         State::Answered => Error::new(ErrorKind::AlreadyAnswered, format!("request {id:#x} was already answered")),
         State::Streaming { .. } => Error::new(ErrorKind::AlreadyAnswered, format!("request {id:#x} is already answering with a stream")),
         State::TimedOut(_) => Error::new(ErrorKind::TimedOut, format!("request {id:#x} was already answered by the handler timeout")),
-        State::Refused(Refusal::TooLarge, _) => {
+        State::Refused(ErrorKind::TooLarge, _) => {
             Error::new(ErrorKind::TooLarge, format!("request {id:#x}: the body passed the limit; the engine answered 413"))
         }
-        State::Refused(Refusal::TooSlow, _) => {
-            Error::new(ErrorKind::TimedOut, format!("request {id:#x}: the body arrived too slowly; the engine answered 408"))
-        }
+        State::Refused(kind, _) => Error::new(*kind, format!("request {id:#x}: the body arrived too slowly; the engine answered 408")),
         _ => Error::new(ErrorKind::ClientGone, format!("request {id:#x}: the client disconnected or the server stopped")),
     }
 }
@@ -237,7 +226,7 @@ fn retire(id: u64, to: Retire) -> Result<(Option<oneshot::Sender<Answer>>, Optio
                     let keeps = data.is_some();
                     slot.state = match to {
                         Retire::TimedOut => State::TimedOut(data),
-                        Retire::Refused(why) => State::Refused(why, data),
+                        Retire::Refused(kind) => State::Refused(kind, data),
                         _ => State::Gone(data),
                     };
                     if !keeps {
@@ -256,9 +245,14 @@ fn retire(id: u64, to: Retire) -> Result<(Option<oneshot::Sender<Answer>>, Optio
             let freed = acknowledge(slot);
             (Err(err), freed)
         }
-        // An expiry that lost the race changes nothing.
+        // An expiry that lost the race changes nothing. It runs after every answered
+        // request (the service's guard), so it builds no message nobody reads.
         other => {
-            let err = not_pending(id, &other);
+            let err = if matches!(to, Retire::TimedOut | Retire::Gone) {
+                Error { kind: ErrorKind::AlreadyAnswered, message: String::new() }
+            } else {
+                not_pending(id, &other)
+            };
             slot.state = other;
             (Err(err), false)
         }
@@ -275,7 +269,7 @@ enum Retire {
     Stream,
     TimedOut,
     Gone,
-    Refused(Refusal),
+    Refused(ErrorKind),
 }
 
 /// Releases what the host never answered once its server has stopped.
@@ -389,17 +383,17 @@ impl Claim {
     }
 }
 
-/// The engine answers in the host's place (413 or 408 for a streamed body it refused):
-/// as after an expiry, the host's next call on the handle reports why (and releases the
-/// request's data, which it may still be reading until then).
-pub(crate) fn refuse(id: u64, answer: Answer, why: Refusal) -> Result<()> {
-    let (tx, ex) = retire(id, Retire::Refused(why))?;
-    Claim { id, tx: tx.ok_or_else(|| invalid(id))?, ex }.send(answer)
-}
-
 /// Delivers the host's answer. Exactly one answer per request gets through.
 pub(crate) fn answer(id: u64, answer: Answer) -> Result<()> {
     claim(id)?.send(answer)
+}
+
+/// The engine answers a request for the host (its streamed body is over the limit or too
+/// slow). As after an expiry, the request's data stays until the host's next call on the
+/// handle, which reports `kind`.
+pub(crate) fn refuse(id: u64, kind: ErrorKind, answer: Answer) -> Result<()> {
+    let (tx, _) = retire(id, Retire::Refused(kind))?;
+    tx.ok_or_else(|| invalid(id))?.send(answer).map_err(|_| not_pending(id, &State::Gone(None)))
 }
 
 /// Ends a request the host did not answer: `timed_out` or the client went away. The
@@ -462,6 +456,8 @@ mod tests {
             http_version: 11,
             content_length: None,
             flags: 0,
+            scheme: "http",
+            peer_addr: "127.0.0.1:1",
         }));
         attach(id, data.clone(), true);
         assert!(expire(id, false));
@@ -493,6 +489,8 @@ mod tests {
             http_version: 11,
             content_length: None,
             flags: 0,
+            scheme: "http",
+            peer_addr: "127.0.0.1:1",
         }));
         let (id, _rx) = begin(79);
         attach(id, data.clone(), false);

@@ -5,10 +5,11 @@ use crate::body;
 use crate::connstate::{BodyBudget, ConnState, InFlight};
 use crate::dispatch::{Job, Mailbox, Submit};
 use crate::engine::Run;
-use crate::exchange::Exchange;
+use crate::error::ErrorKind;
+use crate::exchange::{Event, Exchange};
 use crate::handler::{self, Handler, Request};
 use crate::inbox::{self, InError, Inbox};
-use crate::registry::{self, Refusal};
+use crate::registry;
 use crate::reply::Reply;
 use crate::request::{Answer, Parts, RequestData};
 use crate::response::canned;
@@ -36,8 +37,12 @@ pub(crate) async fn handle(run: Arc<Run>, conn: Arc<ConnState>, req: http::Reque
     run.counters.requests.fetch_add(1, Relaxed);
     let head_only = req.method() == Method::HEAD;
     let is_h2 = req.version() == Version::HTTP_2;
-    let (answer, upgrade) = answer(&run, &conn, req).await;
+    let (mut answer, upgrade) = answer(&run, &conn, req).await;
     run.counters.status(answer.status);
+    if run.health.is_draining() && !is_h2 && upgrade.is_none() {
+        // Keep-alive clients (a proxy's upstream pool) reconnect, to another process.
+        answer.headers.insert(CONNECTION, HeaderValue::from_static("close"));
+    }
     if let Some((ws, on_upgrade)) = upgrade {
         let limits = ws::WsLimits {
             max_message: run.limits.ws_max_message_bytes,
@@ -59,6 +64,9 @@ async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incomi
     // hyper counts HTTP/1 headers itself (431); HTTP/2 only limits the list's size.
     if parts.headers.len() > run.limits.max_headers {
         return (canned(431, true), None);
+    }
+    if let Some(a) = run.health.answer(&parts.method, parts.uri.path()) {
+        return (a, None);
     }
     let upgrade = ws::wants_upgrade(&parts.headers);
     let (endpoint, route, params) = match run.router.find(&parts.method, parts.uri.path(), upgrade) {
@@ -102,6 +110,7 @@ async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incomi
             Err(e) => return (e.answer(), None),
         }
     };
+    let forwarded = crate::proxy::forwarded(conn.peer.ip(), &parts.headers, &run.trusted);
     let (id, rx) = registry::begin(run.server_id);
     let pending = Pending(id);
     let flags = if streamed.is_some() { FLAG_BODY_STREAMED } else { 0 } | if ws_route.is_some() { FLAG_WEBSOCKET } else { 0 };
@@ -111,7 +120,9 @@ async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incomi
             method: parts.method.as_str(),
             path: parts.uri.path(),
             query: parts.uri.query().unwrap_or(""),
-            remote_addr: &conn.remote,
+            remote_addr: forwarded.as_ref().and_then(|f| f.0.as_deref()).unwrap_or(&conn.remote),
+            scheme: forwarded.as_ref().and_then(|f| f.1).unwrap_or(conn.scheme),
+            peer_addr: &conn.peer_text,
             route,
             headers: &parts.headers,
             params: &params,
@@ -150,8 +161,8 @@ async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incomi
             mailbox.post(Box::new(move || handler::invoke(server_id, &open, &request, &log)));
             Some((ws, accept))
         }
-        (Endpoint::Http { handler, .. }, _) => {
-            if let Some(a) = dispatch(run, id, handler.clone(), data) {
+        (Endpoint::Http { handler, pool, .. }, _) => {
+            if let Some(a) = dispatch(run, id, handler.clone(), data, *pool) {
                 return (a, None);
             }
             None
@@ -192,15 +203,21 @@ impl Drop for AbandonOnDrop {
 
 /// Hands a request to its handler (inline now, or queued for the pool). An answer when
 /// the pool cannot take it.
-fn dispatch(run: &Run, id: u64, handler: Handler, data: Arc<RequestData>) -> Option<Answer> {
+fn dispatch(run: &Run, id: u64, handler: Handler, data: Arc<RequestData>, pool: bool) -> Option<Answer> {
     if run.dispatcher.is_inline() {
         registry::attach(id, data.clone(), true);
         handler::invoke(run.server_id, &handler, &Request { data }, &run.log);
         return None;
     }
-    if let Some(_slot) = run.dispatcher.try_inline() {
+    // A streamed body comes through this very connection, which cannot move while its
+    // handler runs on it: a handler that reads it (blocking) goes to the pool.
+    let streamed = data.info().flags & FLAG_BODY_STREAMED != 0;
+    if let Some(slot) = (!streamed && !pool).then(|| run.dispatcher.try_inline()).flatten() {
+        slot.running(id);
         registry::attach(id, data.clone(), true);
-        handler::invoke(run.server_id, &handler, &Request { data }, &run.log);
+        // Likewise a streamed answer cannot drain while the handler holds the connection:
+        // blocking waits refuse here (EMBER_ERR_STATE) as under inline dispatch.
+        crate::inside::strict_io(|| handler::invoke(run.server_id, &handler, &Request { data }, &run.log));
         return None;
     }
     registry::attach(id, data, false);
@@ -218,13 +235,18 @@ fn dispatch(run: &Run, id: u64, handler: Handler, data: Arc<RequestData>) -> Opt
 /// (413, 408) unless the host already did, in which case a streamed answer is cut.
 async fn pump_body(incoming: Incoming, inbox: Arc<Inbox>, ex: Arc<Exchange>, run: Arc<Run>) {
     let Some(error) = inbox::pump(incoming, inbox.clone(), ex.clone(), run.limits.clone()).await else { return };
-    let (status, why) = if error == InError::TooLarge { (413, Refusal::TooLarge) } else { (408, Refusal::TooSlow) };
-    if registry::refuse(ex.id, canned(status, true), why).is_err() {
+    let (status, kind) = if error == InError::TooLarge { (413, ErrorKind::TooLarge) } else { (408, ErrorKind::TimedOut) };
+    // Like an expiry: the host's later calls on the handle report why, and its views stay
+    // valid until then.
+    if registry::refuse(ex.id, kind, canned(status, true)).is_err() {
         if let Some(out) = ex.outbox.get() {
             out.close();
         }
+        inbox.fail_reader(error, &ex);
+        return;
     }
     inbox.fail_reader(error, &ex);
+    ex.fire(Event::Aborted);
 }
 
 /// The pool's queue is full (or the pool is gone): the client may try again shortly.
@@ -243,8 +265,12 @@ fn upgrade_required() -> Answer {
 }
 
 async fn wait(run: &Run, pending: Pending, mut rx: oneshot::Receiver<Answer>, inbox: Option<&Inbox>) -> Answer {
-    if let Ok(a) = rx.try_recv() {
-        return a;
+    match rx.try_recv() {
+        Ok(a) => return a,
+        // Ended already (the monitor expired a handler that blocked inline): a polled
+        // finished receiver would panic.
+        Err(oneshot::error::TryRecvError::Closed) => return canned(503, false),
+        Err(oneshot::error::TryRecvError::Empty) => {}
     }
     // A handler reading its body in pieces gets the handler timeout once the body is in.
     if let Some(inbox) = inbox {
@@ -308,12 +334,21 @@ fn to_response(answer: Answer, head_only: bool, is_h2: bool, in_flight: InFlight
             }
             Reply::Stream(StreamBody::new(out, ex, declared_len, Some(in_flight)))
         }
-        (Some(out), _) => {
+        (Some(out), ex) => {
             if let Some(n) = declared_len {
                 headers.insert(CONTENT_LENGTH, HeaderValue::from(n));
             }
-            // HEAD: what the host streams is dropped; its end completes the exchange.
-            out.set_discard();
+            // HEAD: what the host streams is dropped; its end completes the exchange. The
+            // host may have got there first (an inline handler always does).
+            let (ended, refused) = out.set_discard();
+            if let Some(ex) = ex {
+                if refused {
+                    ex.fire(Event::Writable);
+                }
+                if ended {
+                    ex.fire(Event::Completed);
+                }
+            }
             Reply::full(Bytes::new(), Some(in_flight), None)
         }
         (None, ex) if head_only => {

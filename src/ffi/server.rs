@@ -87,10 +87,10 @@ pub unsafe extern "C" fn ember_server_listen_flags(server: *mut ember_server, ad
     guard(|| {
         let s = get(server)?;
         let address = c_str(address, "address")?;
-        if flags & !EMBER_LISTEN_REUSE_PORT != 0 {
+        if flags & !(EMBER_LISTEN_REUSE_PORT | EMBER_LISTEN_PROXY_PROTOCOL) != 0 {
             return Err(Error::new(ErrorKind::InvalidArg, format!("listen flags {flags:#x} include unknown bits")));
         }
-        s.listen_with(address, flags & EMBER_LISTEN_REUSE_PORT != 0)
+        s.listen_spec(address, flags & EMBER_LISTEN_REUSE_PORT != 0, flags & EMBER_LISTEN_PROXY_PROTOCOL != 0)
     })
 }
 
@@ -294,7 +294,10 @@ pub unsafe extern "C" fn ember_server_route(
 /// `EMBER_ROUTE_STREAM_BODY`: the handler is called once the head is in; `info->body` is
 /// empty, `info->flags` has `EMBER_REQUEST_BODY_STREAMED`, and the body is read with
 /// `ember_request_read` (the body limit and minimum rate still apply; the handler timeout
-/// starts once the body is in). Unknown flags are `EMBER_ERR_INVALID_ARG`.
+/// starts once the body is in). `EMBER_ROUTE_POOL`: under auto dispatch the handler always
+/// runs on a pool thread, never on its connection's I/O thread (for handlers that block on
+/// their own streamed answer, like a WSGI or System.Web bridge). Unknown flags are
+/// `EMBER_ERR_INVALID_ARG`.
 #[no_mangle]
 pub unsafe extern "C" fn ember_server_route_flags(
     server: *mut ember_server,
@@ -306,7 +309,7 @@ pub unsafe extern "C" fn ember_server_route_flags(
     release: ember_release_fn,
 ) -> ember_result {
     guard(|| {
-        if flags & !EMBER_ROUTE_STREAM_BODY != 0 {
+        if flags & !(EMBER_ROUTE_STREAM_BODY | EMBER_ROUTE_POOL) != 0 {
             return Err(Error::new(ErrorKind::InvalidArg, format!("route flags {flags:#x} include unknown bits")));
         }
         let s = get(server)?;
@@ -326,7 +329,11 @@ pub unsafe extern "C" fn ember_server_route_flags(
             // SAFETY: the host's callback, its pointer, and an info struct that outlives the call.
             unsafe { f(ud.0, req.id(), req.data().info()) }
         });
-        let endpoint = crate::router::Endpoint::Http { handler: host, stream_body: flags & EMBER_ROUTE_STREAM_BODY != 0 };
+        let endpoint = crate::router::Endpoint::Http {
+            handler: host,
+            stream_body: flags & EMBER_ROUTE_STREAM_BODY != 0,
+            pool: flags & EMBER_ROUTE_POOL != 0,
+        };
         s.route_to(method, pattern, endpoint).inspect_err(|_| release.disarm())
     })
 }
@@ -348,6 +355,33 @@ pub unsafe extern "C" fn ember_server_port(server: *const ember_server, index: u
         }
         args::write(out_port, "out_port", s.port(index)?)
     })
+}
+
+/// Trusts the proxy (or proxies) at `cidr` ("10.0.0.0/8", "127.0.0.1", "::1/128"; copied):
+/// their PROXY headers and `Forwarded` / `X-Forwarded-For` / `X-Forwarded-Proto` headers
+/// decide `info->remote_addr` and `info->scheme` (the nearest hop that is not a trusted
+/// proxy is the client). From any other peer those headers are ignored. May be called
+/// several times. Before start only.
+#[no_mangle]
+pub unsafe extern "C" fn ember_server_add_trusted_proxy(server: *mut ember_server, cidr: *const c_char) -> ember_result {
+    guard(|| get(server)?.add_trusted_proxy(c_str(cidr, "cidr")?))
+}
+
+/// A path the engine answers itself for GET and HEAD (copied): 200 `{"status": "ok"}`, or
+/// 503 `{"status": "draining"}` after `ember_server_drain`. For load balancers' health
+/// checks. Before start only.
+#[no_mangle]
+pub unsafe extern "C" fn ember_server_set_health_path(server: *mut ember_server, path: *const c_char) -> ember_result {
+    guard(|| get(server)?.set_health_path(c_str(path, "path")?))
+}
+
+/// Starts draining, ahead of a stop (rolling restarts behind a load balancer): the health
+/// path answers 503, and every HTTP/1.1 answer carries `Connection: close`, so the balancer
+/// takes this process out and keep-alive clients reconnect elsewhere. The server goes on
+/// accepting and serving until `ember_server_stop`. Idempotent; while running only.
+#[no_mangle]
+pub unsafe extern "C" fn ember_server_drain(server: *mut ember_server) -> ember_result {
+    guard(|| get(server)?.drain())
 }
 
 /// Graceful stop: stop accepting, let in-flight requests finish, close idle keep-alive
