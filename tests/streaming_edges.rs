@@ -86,6 +86,7 @@ fn a_reader_between_reads_when_the_engine_answers_413_hears_too_large() {
             "/slow-reader",
             ember::router::Endpoint::Http {
                 stream_body: true,
+                pool: false,
                 handler: Arc::new(move |r: &Request| {
                     let id = r.id();
                     let tx = tx.lock().unwrap().clone();
