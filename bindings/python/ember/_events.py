@@ -29,7 +29,7 @@ class RequestEvents:
     """The events of one request: flags for everyone, futures for coroutines, and a
     callback into a sync pump."""
 
-    __slots__ = ("handle", "loop", "task", "ended", "aborted", "pump", "quiet", "_writable",
+    __slots__ = ("handle", "loop", "task", "ended", "aborted", "pump", "quiet", "reading", "_writable",
                  "_readable", "_on_abort", "_lock", "__weakref__")
 
     def __init__(self, handle: int, loop: asyncio.AbstractEventLoop | None = None) -> None:
@@ -45,6 +45,9 @@ class RequestEvents:
         self.pump: Any = None
         #: Set when this program aborted the stream itself: its own task is not cancelled.
         self.quiet = False
+        #: An async body reader waits for READABLE: the abort does not cancel its task,
+        #: its next read says why the request ended.
+        self.reading = False
         self._writable: asyncio.Future | None = None
         self._readable: asyncio.Future | None = None
         self._on_abort: list[Callable[[], Any]] | None = None
@@ -104,7 +107,10 @@ class RequestEvents:
             fut, self._readable = self._readable, None
             if fut is not None and not fut.done():
                 fut.set_result(None)
-        if event == _lib.EVENT_ABORTED and not self.quiet:
+        # A coroutine waiting for its body is not cancelled: its next read says why the
+        # request ended (BodyTooLarge / BodyTooSlow after the engine's 413 / 408,
+        # ClientDisconnected), which a CancelledError would hide.
+        if event == _lib.EVENT_ABORTED and not self.quiet and not self.reading:
             task = self.task
             if task is not None and not task.done():
                 task.cancel()

@@ -172,7 +172,12 @@ class AsyncBodyStream:
             ev = self._request._events
             if ev.ended:
                 raise ClientDisconnected(_lib.ERR_CLIENT_GONE, "the request ended", "read")
-            await ev.readable()
+            # Cleared once this task runs again, i.e. after any abort that came meanwhile.
+            ev.reading = True
+            try:
+                await ev.readable()
+            finally:
+                ev.reading = False
         got = self._n.value
         if got == 0:
             self._eof = True
