@@ -116,11 +116,13 @@ pub struct Config {
     /// Callback threads in pool mode; 0 means the default.
     pub pool_threads: usize,
     pub limits: Limits,
+    /// Static mounts, compression, output cache, CORS, request filtering.
+    pub front: crate::front::FrontConfig,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config { listen: Vec::new(), workers: 0, dispatch: Dispatch::Auto, pool_threads: 0, limits: Limits::default() }
+        Config { listen: Vec::new(), workers: 0, dispatch: Dispatch::Auto, pool_threads: 0, limits: Limits::default(), front: Default::default() }
     }
 }
 

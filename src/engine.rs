@@ -23,6 +23,8 @@ pub(crate) struct Run {
     /// Turns true when the server stops (WebSocket tasks close with 1001).
     pub shutdown: tokio::sync::watch::Receiver<bool>,
     pub hub: Arc<crate::ws::Hub>,
+    /// Static files, compression, output cache, CORS, filters (None: none configured).
+    pub front: Option<Arc<crate::front::Front>>,
 }
 
 impl Run {
@@ -62,6 +64,7 @@ impl Run {
             http2,
             shutdown,
             hub: Arc::default(),
+            front: None,
         }
     }
 }

@@ -6,6 +6,14 @@
 //! `registry`, `dispatch`, `reply`. `engine` and `connstate` hold what those share.
 
 mod body;
+pub mod cache;
+pub mod compress;
+pub mod cors;
+mod file_body;
+pub mod filter;
+pub mod front;
+pub mod static_files;
+mod static_serve;
 pub mod config;
 mod conn;
 mod connstate;

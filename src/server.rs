@@ -64,7 +64,7 @@ impl Server {
         }
     }
 
-    fn configure<T>(&self, f: impl FnOnce(&mut Config, &mut Router, &mut Hooks) -> Result<T>) -> Result<T> {
+    pub(crate) fn configure<T>(&self, f: impl FnOnce(&mut Config, &mut Router, &mut Hooks) -> Result<T>) -> Result<T> {
         match &mut *self.phase.lock() {
             Phase::Configuring { config, router, hooks } => f(config, router, hooks),
             _ => Err(Error::new(ErrorKind::State, "the server was already started; options and routes are set before start")),
@@ -213,7 +213,9 @@ impl Server {
         };
         let (shutdown, shutdown_rx) = watch::channel(false);
         crate::exchange::register_server(&dispatcher);
-        let run = Arc::new(Run::new(self.id, router, limits.clone(), dispatcher, self.counters.clone(), log.clone(), shutdown_rx.clone()));
+        let mut run = Run::new(self.id, router, limits.clone(), dispatcher, self.counters.clone(), log.clone(), shutdown_rx.clone());
+        run.front = crate::front::Front::build(&config.front);
+        let run = Arc::new(run);
         let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
         for std_listener in listeners {
             let _enter = runtime.enter();
@@ -333,6 +335,14 @@ impl Server {
                     }
                 }
             }
+        }
+    }
+
+    /// What the running server's connections share (None unless running).
+    pub(crate) fn running_run(&self) -> Option<Arc<Run>> {
+        match &*self.phase.lock() {
+            Phase::Running(r) => Some(r.run.clone()),
+            _ => None,
         }
     }
 

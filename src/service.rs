@@ -6,6 +6,7 @@ use crate::connstate::{BodyBudget, ConnState, InFlight};
 use crate::dispatch::{Job, Mailbox, Submit};
 use crate::engine::Run;
 use crate::exchange::Exchange;
+use crate::front;
 use crate::handler::{self, Handler, Request};
 use crate::inbox::{self, InError, Inbox};
 use crate::registry;
@@ -36,7 +37,11 @@ pub(crate) async fn handle(run: Arc<Run>, conn: Arc<ConnState>, req: http::Reque
     run.counters.requests.fetch_add(1, Relaxed);
     let head_only = req.method() == Method::HEAD;
     let is_h2 = req.version() == Version::HTTP_2;
-    let (answer, upgrade) = answer(&run, &conn, req).await;
+    let (ctx, (answer, upgrade)) = match front::enter(&run, &conn, &req).await {
+        front::Entry::Answered(a) => (None, (a, None)),
+        front::Entry::Pass(ctx) => (ctx, answer(&run, &conn, req).await),
+    };
+    let answer = front::leave(ctx, answer).await;
     run.counters.status(answer.status);
     if let Some((ws, on_upgrade)) = upgrade {
         let limits = ws::WsLimits {
@@ -295,7 +300,7 @@ impl Drop for ActiveRequest {
 }
 
 fn to_response(answer: Answer, head_only: bool, is_h2: bool, in_flight: InFlight) -> http::Response<Reply> {
-    let Answer { status, mut headers, body, declared_len, ex, streamed } = answer;
+    let Answer { status, mut headers, body, declared_len, ex, streamed, file } = answer;
     if is_h2 {
         // Connection-specific headers are forbidden in HTTP/2 (RFC 9113 §8.2.2).
         headers.remove(CONNECTION);
@@ -325,6 +330,11 @@ fn to_response(answer: Answer, head_only: bool, is_h2: bool, in_flight: InFlight
             };
             headers.insert(CONTENT_LENGTH, HeaderValue::from(len));
             Reply::full(Bytes::new(), Some(in_flight), ex)
+        }
+        (None, _) if file.is_some() => {
+            let mut file = file.expect("checked");
+            file.in_flight = Some(in_flight);
+            Reply::File(file)
         }
         (None, ex) => Reply::full(body, Some(in_flight), ex),
     };
