@@ -754,8 +754,9 @@ ember_result ember_server_filter_methods(struct ember_server *server, const char
 /**
  * Denies the paths matching `pattern` with 404: `*` matches any run of characters ('/'
  * included), `?` one character; the whole path must match, without regard to ASCII
- * case, after percent-decoding and resolving "." and ".." segments ("/admin/*", "*.bak",
- * "*/.git/*"). May be called several times.
+ * case, after percent-decoding and resolving "." and ".." segments. Examples: "*.bak"
+ * (any path ending in .bak), "/admin/" followed by "*" (everything under /admin), "*" +
+ * "/.git/" + "*" (a .git folder anywhere). May be called several times.
  */
 ember_result ember_server_filter_path(struct ember_server *server, const char *pattern);
 
@@ -982,7 +983,7 @@ ember_result ember_server_stats(const struct ember_server *server,
  *   extension (text with `charset=utf-8`). `ETag` and `Last-Modified` with 304
  *   (`If-None-Match`, `If-Modified-Since`) and 412 (`If-Match`, `If-Unmodified-Since`).
  *   One byte range (`Range: bytes=…`, `If-Range`) gets 206; a malformed or unsatisfiable
- *   one 416 with `Content-Range: bytes */size`; several ranges get the whole file.
+ *   one 416 with `Content-Range: bytes *` + `/size`; several ranges get the whole file.
  * - Refused with 403: "." and ".." segments in any spelling (`%2e%2e`, double encoding
  *   such as `%252e`), encoded slashes and backslashes, NUL, ':' (drive letters, streams),
  *   symlinks that lead out of `folder` (a link inside it is followed). Dotfiles get 404
@@ -1008,7 +1009,7 @@ ember_result ember_server_static(struct ember_server *server,
  * Compresses answers (the host's and static files) with the encodings in `codings`
  * (`EMBER_COMPRESS_GZIP | EMBER_COMPRESS_BR`; 0 = off, the default) for clients whose
  * `Accept-Encoding` takes one (q-values honoured; brotli wins a tie). Only bodies of
- * `min_bytes` or more (default 1024), of text-like types (text/*, JSON, JavaScript, XML,
+ * `min_bytes` or more (default 1024), of text-like types (all text types, JSON, JavaScript, XML,
  * SVG, wasm …), not encoded already and without `Cache-Control: no-transform`;
  * compressible answers carry `Vary: Accept-Encoding`. Bodies over 16 KiB are compressed
  * on a blocking pool, never on an I/O thread. Streamed answers (`ember_response_begin`)

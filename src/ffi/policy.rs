@@ -86,8 +86,9 @@ pub unsafe extern "C" fn ember_server_filter_methods(server: *mut ember_server, 
 
 /// Denies the paths matching `pattern` with 404: `*` matches any run of characters ('/'
 /// included), `?` one character; the whole path must match, without regard to ASCII
-/// case, after percent-decoding and resolving "." and ".." segments ("/admin/*", "*.bak",
-/// "*/.git/*"). May be called several times.
+/// case, after percent-decoding and resolving "." and ".." segments. Examples: "*.bak"
+/// (any path ending in .bak), "/admin/" followed by "*" (everything under /admin), "*" +
+/// "/.git/" + "*" (a .git folder anywhere). May be called several times.
 #[no_mangle]
 pub unsafe extern "C" fn ember_server_filter_path(server: *mut ember_server, pattern: *const c_char) -> ember_result {
     guard(|| {

@@ -49,7 +49,7 @@ fn opt_str<'a>(p: *const c_char, what: &str) -> crate::error::Result<Option<&'a 
 ///   extension (text with `charset=utf-8`). `ETag` and `Last-Modified` with 304
 ///   (`If-None-Match`, `If-Modified-Since`) and 412 (`If-Match`, `If-Unmodified-Since`).
 ///   One byte range (`Range: bytes=…`, `If-Range`) gets 206; a malformed or unsatisfiable
-///   one 416 with `Content-Range: bytes */size`; several ranges get the whole file.
+///   one 416 with `Content-Range: bytes *` + `/size`; several ranges get the whole file.
 /// - Refused with 403: "." and ".." segments in any spelling (`%2e%2e`, double encoding
 ///   such as `%252e`), encoded slashes and backslashes, NUL, ':' (drive letters, streams),
 ///   symlinks that lead out of `folder` (a link inside it is followed). Dotfiles get 404
@@ -84,7 +84,7 @@ pub unsafe extern "C" fn ember_server_static(
 /// Compresses answers (the host's and static files) with the encodings in `codings`
 /// (`EMBER_COMPRESS_GZIP | EMBER_COMPRESS_BR`; 0 = off, the default) for clients whose
 /// `Accept-Encoding` takes one (q-values honoured; brotli wins a tie). Only bodies of
-/// `min_bytes` or more (default 1024), of text-like types (text/*, JSON, JavaScript, XML,
+/// `min_bytes` or more (default 1024), of text-like types (all text types, JSON, JavaScript, XML,
 /// SVG, wasm …), not encoded already and without `Cache-Control: no-transform`;
 /// compressible answers carry `Vary: Accept-Encoding`. Bodies over 16 KiB are compressed
 /// on a blocking pool, never on an I/O thread. Streamed answers (`ember_response_begin`)
