@@ -52,7 +52,8 @@ pub(crate) enum Refusal {
 pub(crate) struct Target {
     /// Relative to the mount's folder, '/'-separated; "" for the folder itself.
     pub rel: String,
-    /// The request asked for a folder (ended in '/').
+    /// The request asked for a folder (ended in '/'); the mount itself without its
+    /// slash does not, so that it is redirected and relative links work.
     pub dir: bool,
 }
 
@@ -112,7 +113,7 @@ impl Mount {
             }
             rel.push_str(&seg);
         }
-        Ok(Target { dir: rest.is_empty() || rest.ends_with('/'), rel })
+        Ok(Target { dir: rest.ends_with('/'), rel })
     }
 
     /// Opens `rel` (checked by `target`) beneath the folder; a symlink may point
@@ -257,7 +258,7 @@ mod tests {
         let t = m.target("/a//b%20c.txt").unwrap();
         assert_eq!((t.rel.as_str(), t.dir), ("a/b c.txt", false));
         assert!(m.target("/docs/").unwrap().dir);
-        assert!(m.target("").unwrap().dir);
+        assert!(!m.target("").unwrap().dir);
         let (_d2, dots) = mount(DOTFILES);
         assert_eq!(dots.target("/.well-known/x").unwrap().rel, ".well-known/x");
     }
