@@ -1007,7 +1007,8 @@ ember_result ember_server_static(struct ember_server *server,
 
 /**
  * Compresses answers (the host's and static files) with the encodings in `codings`
- * (`EMBER_COMPRESS_GZIP | EMBER_COMPRESS_BR`; 0 = off, the default) for clients whose
+ * (`EMBER_COMPRESS_GZIP | EMBER_COMPRESS_BR`; 0 = off, the default; codings this build
+ * lacks, see `ember_compression_codings`, are left out) for clients whose
  * `Accept-Encoding` takes one (q-values honoured; brotli wins a tie). Only bodies of
  * `min_bytes` or more (default 1024), of text-like types (all text types, JSON, JavaScript, XML,
  * SVG, wasm …), not encoded already and without `Cache-Control: no-transform`;
@@ -1019,6 +1020,13 @@ ember_result ember_server_static(struct ember_server *server,
 ember_result ember_server_set_compression(struct ember_server *server,
                                           uint32_t codings,
                                           uint64_t min_bytes);
+
+/**
+ * The codings this build of the library compresses with: `EMBER_COMPRESS_GZIP` and
+ * `EMBER_COMPRESS_BR` in the default build; none in the minimal one (which still serves
+ * precompressed siblings of static files).
+ */
+uint32_t ember_compression_codings(void);
 
 /**
  * Turns compression off (`enabled` false) or back on for the paths under `prefix`

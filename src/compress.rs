@@ -5,6 +5,7 @@
 
 use bytes::Bytes;
 use http::header::{HeaderMap, HeaderValue, ACCEPT_ENCODING, CACHE_CONTROL, CONTENT_ENCODING, CONTENT_TYPE, VARY};
+#[cfg(any(feature = "gzip", feature = "brotli"))]
 use std::io::Write;
 
 /// A body up to this size is compressed where it is (microseconds); a larger one on the
@@ -15,11 +16,16 @@ pub(crate) const INLINE_MAX: usize = 16 * 1024;
 pub(crate) const GZIP: u32 = 1;
 /// `EMBER_COMPRESS_BR`.
 pub(crate) const BR: u32 = 2;
+/// The codings this build can compress with (cargo features `gzip`, `brotli`).
+pub(crate) const BUILT: u32 = if cfg!(feature = "gzip") { GZIP } else { 0 } | if cfg!(feature = "brotli") { BR } else { 0 };
 
+#[cfg(feature = "gzip")]
 const GZIP_LEVEL: u32 = 6;
 /// Brotli's quality 5 costs about what gzip 6 does and compresses better; 11 is for
 /// files compressed ahead of time (the `.br` siblings of static files).
+#[cfg(feature = "brotli")]
 const BR_QUALITY: u32 = 5;
+#[cfg(feature = "brotli")]
 const BR_WINDOW: u32 = 22;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -192,25 +198,39 @@ pub(crate) fn accepted(headers: &HeaderMap) -> Option<HeaderValue> {
 
 /// A streaming encoder: feed chunks, take what came out, finish.
 pub(crate) enum Encoder {
+    #[cfg(feature = "gzip")]
     Gzip(flate2::write::GzEncoder<Vec<u8>>),
+    #[cfg(feature = "brotli")]
     Brotli(Box<brotli::CompressorWriter<Vec<u8>>>),
 }
 
+fn not_built(coding: Coding) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::Unsupported, format!("this build cannot compress with {}", coding.token()))
+}
+
 impl Encoder {
-    pub fn new(coding: Coding) -> Encoder {
+    /// An encoder for `coding`, if this build has one (negotiation offers only those).
+    pub fn new(coding: Coding) -> std::io::Result<Encoder> {
         match coding {
-            Coding::Gzip => Encoder::Gzip(flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(GZIP_LEVEL))),
-            Coding::Brotli => Encoder::Brotli(Box::new(brotli::CompressorWriter::new(Vec::new(), 16 * 1024, BR_QUALITY, BR_WINDOW))),
+            #[cfg(feature = "gzip")]
+            Coding::Gzip => Ok(Encoder::Gzip(flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(GZIP_LEVEL)))),
+            #[cfg(feature = "brotli")]
+            Coding::Brotli => Ok(Encoder::Brotli(Box::new(brotli::CompressorWriter::new(Vec::new(), 16 * 1024, BR_QUALITY, BR_WINDOW)))),
+            #[allow(unreachable_patterns)]
+            other => Err(not_built(other)),
         }
     }
 
     /// Compresses `data`; returns the bytes the encoder produced so far (maybe none).
+    #[allow(unused_variables)]
     pub fn push(&mut self, data: &[u8]) -> std::io::Result<Bytes> {
-        let out = match self {
+        let out: &mut Vec<u8> = match self {
+            #[cfg(feature = "gzip")]
             Encoder::Gzip(e) => {
                 e.write_all(data)?;
                 e.get_mut()
             }
+            #[cfg(feature = "brotli")]
             Encoder::Brotli(e) => {
                 e.write_all(data)?;
                 e.get_mut()
@@ -222,7 +242,9 @@ impl Encoder {
     /// The rest of the output, the trailer included.
     pub fn finish(self) -> std::io::Result<Bytes> {
         match self {
+            #[cfg(feature = "gzip")]
             Encoder::Gzip(e) => e.finish().map(Bytes::from),
+            #[cfg(feature = "brotli")]
             Encoder::Brotli(e) => Ok(Bytes::from(e.into_inner())),
         }
     }
@@ -230,7 +252,7 @@ impl Encoder {
 
 /// Compresses a whole body at once.
 pub(crate) fn compress_now(coding: Coding, data: &[u8]) -> std::io::Result<Bytes> {
-    let mut e = Encoder::new(coding);
+    let mut e = Encoder::new(coding)?;
     let head = e.push(data)?;
     let tail = e.finish()?;
     if head.is_empty() {
@@ -257,6 +279,7 @@ pub(crate) async fn compress(coding: Coding, body: Bytes) -> Option<Bytes> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[allow(unused_imports)]
     use std::io::Read;
 
     fn hv(s: &'static str) -> HeaderValue {
@@ -290,6 +313,7 @@ mod tests {
         }
     }
 
+    #[cfg(all(feature = "gzip", feature = "brotli"))]
     #[test]
     fn both_codings_round_trip() {
         let data: Vec<u8> = (0..100_000u32).flat_map(|i| format!("line {i}\n").into_bytes()).collect();

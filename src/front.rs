@@ -219,14 +219,15 @@ impl Server {
         })
     }
 
-    /// Compresses answers with `codings` (`compress::GZIP | compress::BR`; 0 = off) from
-    /// `min_bytes` on.
+    /// Compresses answers with `codings` (1 gzip | 2 brotli; 0 = off) from `min_bytes`
+    /// on. Codings the build lacks (cargo features `gzip`, `brotli`) are left out.
     pub fn set_compression(&self, codings: u32, min_bytes: usize) -> Result<()> {
         if codings & !(compress::GZIP | compress::BR) != 0 {
             return Err(Error::new(ErrorKind::InvalidArg, format!("compression codings {codings:#x} include unknown bits")));
         }
         before_start(self, |c| {
-            c.compress.codings = codings;
+            // Codings this build lacks are left out: a client then gets identity.
+            c.compress.codings = codings & compress::BUILT;
             c.compress.min_bytes = min_bytes;
             Ok(())
         })

@@ -316,7 +316,10 @@ async fn whole(mut headers: HeaderMap, file: File, len: u64, head: bool, coding:
     let Some(coding) = coding else { return part(headers, file, 0, len).await };
     if len > SMALL_MAX {
         let mut a = Answer::new(200, headers, Bytes::new());
-        a.file = Some(FileBody::new(file, 0, len, Some(Encoder::new(coding))));
+        match Encoder::new(coding) {
+            Ok(e) => a.file = Some(FileBody::new(file, 0, len, Some(e))),
+            Err(_) => return canned(500, false),
+        }
         return a;
     }
     let data = match read_small(&file, 0, len) {

@@ -15,6 +15,9 @@ tests/setup.sh
 step "rust: cargo test"
 cargo test --all-targets 2>&1 | tail -n 200
 
+step "rust: brotli on the fly (the opt-in cargo feature)"
+cargo test --lib --features brotli compress:: 2>&1 | tail -n 5
+
 step "release build"
 cargo build --release
 

@@ -82,7 +82,8 @@ pub unsafe extern "C" fn ember_server_static(
 }
 
 /// Compresses answers (the host's and static files) with the encodings in `codings`
-/// (`EMBER_COMPRESS_GZIP | EMBER_COMPRESS_BR`; 0 = off, the default) for clients whose
+/// (`EMBER_COMPRESS_GZIP | EMBER_COMPRESS_BR`; 0 = off, the default; codings this build
+/// lacks, see `ember_compression_codings`, are left out) for clients whose
 /// `Accept-Encoding` takes one (q-values honoured; brotli wins a tie). Only bodies of
 /// `min_bytes` or more (default 1024), of text-like types (all text types, JSON, JavaScript, XML,
 /// SVG, wasm …), not encoded already and without `Cache-Control: no-transform`;
@@ -93,6 +94,14 @@ pub unsafe extern "C" fn ember_server_static(
 #[no_mangle]
 pub unsafe extern "C" fn ember_server_set_compression(server: *mut ember_server, codings: u32, min_bytes: u64) -> ember_result {
     guard(|| get(server)?.set_compression(codings, usize::try_from(min_bytes).unwrap_or(usize::MAX)))
+}
+
+/// The codings this build of the library compresses with: `EMBER_COMPRESS_GZIP` and
+/// `EMBER_COMPRESS_BR` in the default build; none in the minimal one (which still serves
+/// precompressed siblings of static files).
+#[no_mangle]
+pub extern "C" fn ember_compression_codings() -> u32 {
+    compress::BUILT
 }
 
 /// Turns compression off (`enabled` false) or back on for the paths under `prefix`

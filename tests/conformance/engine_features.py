@@ -11,6 +11,32 @@ from rawhttp import exchange, request_bytes
 
 WWW = os.environ.get("EMBER_WWW") or os.path.join(REPO_ROOT, "samples", "www")
 
+# The codings the library under test compresses with on the fly (ember_compression_codings):
+# gzip in the default build, also br with the cargo feature `brotli`, none in the minimal
+# build. Precompressed siblings of static files are served whatever this says.
+CODINGS = {c for c in os.environ.get("EMBER_COMPRESSION", "gzip").replace(" ", "").split(",") if c and c != "none"}
+
+
+def expected_coding(accept):
+    """The coding the engine must choose for this Accept-Encoding, among CODINGS."""
+    if accept is None:
+        return None
+    weights = {}
+    for item in accept.split(","):
+        token, *params = [p.strip() for p in item.split(";")]
+        q = 1.0
+        for p in params:
+            if p.lower().startswith("q="):
+                q = float(p[2:])
+        weights.setdefault(token.lower(), q)
+    def w(c):
+        if c not in CODINGS:
+            return 0.0
+        return weights.get(c, weights.get("*", 0.0))
+    if w("br") > 0 and w("br") >= w("gzip"):
+        return "br"
+    return "gzip" if w("gzip") > 0 else None
+
 
 def www(name):
     with open(os.path.join(WWW, name), "rb") as f:

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from engine_features import get, gunzip, unbrotli
+from engine_features import CODINGS, expected_coding, get, gunzip, unbrotli
 
 PAD = ("X-Pad", "p" * 1500)  # makes /inspect's JSON larger than the 1024-byte minimum
 
@@ -17,15 +17,16 @@ def _inspect(app, accept):
     return r
 
 
-@pytest.mark.parametrize("accept,coding", [
-    ("gzip", "gzip"), ("br", "br"), ("gzip, deflate, br", "br"), ("gzip;q=1.0, br;q=0.5", "gzip"),
-    ("br;q=0, gzip;q=0.2", "gzip"), ("*", "br"), ("*;q=0.3, br;q=0", "gzip"), ("identity", None),
-    ("gzip;q=0, br;q=0", None), ("deflate", None), (None, None),
+@pytest.mark.parametrize("accept", [
+    "gzip", "br", "gzip, deflate, br", "gzip;q=1.0, br;q=0.5", "br;q=0, gzip;q=0.2", "*", "*;q=0.3, br;q=0",
+    "identity", "gzip;q=0, br;q=0", "deflate", None,
 ])
-def test_the_coding_follows_accept_encoding(app, accept, coding):
+def test_the_coding_follows_accept_encoding(app, accept):
+    coding = expected_coding(accept)
     r = _inspect(app, accept)
     assert r.header("content-encoding") == coding, (accept, r)
-    assert "Accept-Encoding" in (r.header("vary") or "")
+    if CODINGS:
+        assert "Accept-Encoding" in (r.header("vary") or "")
     body = {"gzip": gunzip, "br": unbrotli, None: lambda b: b}[coding](r.body)
     doc = json.loads(body)
     assert doc["path"] == "/inspect" and doc["headers"]["x-pad"] == PAD[1]
@@ -48,6 +49,7 @@ def test_compression_can_be_off_for_a_path(app):
     assert r.body == text
 
 
+@pytest.mark.skipif("gzip" not in CODINGS, reason="this build compresses with no gzip (EMBER_COMPRESSION)")
 def test_head_reports_the_compressed_length(app):
     get_r = _inspect(app, "gzip")
     with __import__("rawhttp").RawConn(app.port) as c:
@@ -59,6 +61,7 @@ def test_head_reports_the_compressed_length(app):
     assert abs(int(r.header("content-length")) - len(get_r.body)) < 16
 
 
+@pytest.mark.skipif("gzip" not in CODINGS, reason="this build compresses with no gzip (EMBER_COMPRESSION)")
 def test_http_clients_decode_what_they_get(app):
     requests = pytest.importorskip("requests")
     r = requests.get(app.url + "/inspect", headers={"X-Pad": PAD[1], "Accept-Encoding": "gzip"}, timeout=10)

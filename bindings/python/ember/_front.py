@@ -53,6 +53,13 @@ for _name, _args in {
 }.items():
     _fn = getattr(_L, _name)
     _fn.restype, _fn.argtypes = c_int32, _args
+_L.ember_compression_codings.restype, _L.ember_compression_codings.argtypes = c_uint32, []
+
+
+def compression_codings() -> set[str]:
+    """The codings the loaded engine compresses with on the fly ("gzip", "br")."""
+    bits = _L.ember_compression_codings()
+    return {name for bit, name in ((COMPRESS_GZIP, "gzip"), (COMPRESS_BR, "br")) if bits & bit}
 
 
 def _z(s: str | None) -> bytes | None:
