@@ -123,7 +123,10 @@ impl Mount {
         {
             match open_beneath(&self.root_dir, rel) {
                 Ok(f) => return Ok(f),
-                Err(e) if e.raw_os_error() == Some(libc::ENOSYS) || e.raw_os_error() == Some(libc::EPERM) => {}
+                // No openat2 (old kernel, seccomp): check the resolved path instead. EXDEV:
+                // RESOLVE_BENEATH refuses every absolute symlink, also one that points
+                // inside the folder; the resolved path decides.
+                Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSYS | libc::EPERM | libc::EXDEV)) => {}
                 Err(e) => return Err(refusal(&e)),
             }
         }
@@ -286,8 +289,10 @@ mod tests {
         std::os::unix::fs::symlink(outside.path.join("secret.txt"), d.path.join("out.txt")).unwrap();
         std::os::unix::fs::symlink("in.txt", d.path.join("alias.txt")).unwrap();
         std::os::unix::fs::symlink("/etc", d.path.join("etc")).unwrap();
+        std::os::unix::fs::symlink(d.path.join("in.txt"), d.path.join("absolute.txt")).unwrap();
         assert!(m.open("in.txt").is_ok());
         assert!(m.open("alias.txt").is_ok());
+        assert!(m.open("absolute.txt").is_ok());
         assert_eq!(m.open("out.txt").err(), Some(Refusal::Forbidden));
         assert_eq!(m.open("etc/passwd").err(), Some(Refusal::Forbidden));
         assert_eq!(m.open("missing.txt").err(), Some(Refusal::NotFound));
