@@ -48,8 +48,7 @@ impl FileBody {
         let last = want as u64 == self.remaining;
         let mut encoder = self.encoder.take();
         self.pending = Some(tokio::task::spawn_blocking(move || {
-            let mut buf = vec![0u8; want];
-            read_exact_at(&file, &mut buf, offset)?;
+            let buf = read_new(&file, offset, want)?;
             let data = match encoder.as_mut() {
                 None => Bytes::from(buf),
                 Some(e) => {
@@ -65,6 +64,44 @@ impl FileBody {
     }
 }
 
+/// `len` bytes of `file` from `offset` in a new buffer. On Unix the buffer is not
+/// zeroed first: pread fills it, and only what it filled is ever exposed.
+pub(crate) fn read_new(file: &File, offset: u64, len: usize) -> io::Result<Vec<u8>> {
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsRawFd;
+        let mut buf: Vec<u8> = Vec::with_capacity(len);
+        while buf.len() < len {
+            let at = offset + buf.len() as u64;
+            // SAFETY: the pointer and count stay within the spare capacity; the kernel
+            // writes at most `len - buf.len()` bytes there, and set_len covers only those.
+            let n = unsafe {
+                libc::pread(file.as_raw_fd(), buf.as_mut_ptr().add(buf.len()).cast(), len - buf.len(), at as libc::off_t)
+            };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+            if n == 0 {
+                return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the file became shorter while it was sent"));
+            }
+            // SAFETY: the kernel initialised these n bytes.
+            unsafe { buf.set_len(buf.len() + n as usize) };
+        }
+        Ok(buf)
+    }
+    #[cfg(not(unix))]
+    {
+        let mut buf = vec![0u8; len];
+        read_exact_at(file, &mut buf, offset)?;
+        Ok(buf)
+    }
+}
+
+#[cfg_attr(unix, allow(dead_code))]
 pub(crate) fn read_exact_at(file: &File, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {
     while !buf.is_empty() {
         #[cfg(unix)]

@@ -115,6 +115,11 @@ impl FilterConfig {
 /// over is not undone: "%252e" stays "%2e"), backslashes as slashes, repeated slashes
 /// merged, "." and ".." segments resolved, never above the root.
 pub(crate) fn normalize(raw: &str) -> String {
+    // Most paths have nothing to undo.
+    let plain = !raw.contains(['%', '\\']) && !raw.contains("//") && !raw.contains("/.");
+    if plain && raw.starts_with('/') {
+        return raw.to_owned();
+    }
     let decoded = crate::router::percent_decode(raw).replace('\\', "/");
     let mut out: Vec<&str> = Vec::new();
     for seg in decoded.split('/') {

@@ -5,7 +5,7 @@
 //! (`file_body`).
 
 use crate::compress::{self, Coding, Encoder, BR, GZIP};
-use crate::file_body::{read_exact_at, FileBody};
+use crate::file_body::{read_new, FileBody};
 use crate::request::Answer;
 use crate::response::canned;
 use crate::static_files::{Mount, Refusal, INDEX, PRECOMPRESSED, SPA};
@@ -357,9 +357,7 @@ async fn part(mut headers: HeaderMap, file: File, start: u64, len: u64) -> Answe
 }
 
 fn read_small(file: &File, start: u64, len: u64) -> std::io::Result<Bytes> {
-    let mut buf = vec![0u8; len as usize];
-    read_exact_at(file, &mut buf, start)?;
-    Ok(Bytes::from(buf))
+    read_new(file, start, len as usize).map(Bytes::from)
 }
 
 #[cfg(test)]
