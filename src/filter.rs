@@ -21,6 +21,10 @@ pub struct FilterConfig {
 }
 
 impl FilterConfig {
+    pub fn has_ip_rules(&self) -> bool {
+        !self.allow.is_empty() || !self.deny.is_empty()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.allow.is_empty() && self.deny.is_empty() && self.max_url_bytes == 0 && self.methods.is_none() && self.patterns.is_empty()
     }
@@ -79,7 +83,12 @@ impl FilterConfig {
     /// The answer for a request the filter refuses; None lets it through.
     pub fn check(&self, method: &Method, uri: &Uri, remote: &str) -> Option<Answer> {
         if !self.allow.is_empty() || !self.deny.is_empty() {
-            let ip = remote.parse::<SocketAddr>().ok().map(|a| a.ip().to_canonical());
+            let ip = remote
+                .parse::<SocketAddr>()
+                .map(|a| a.ip())
+                .or_else(|_| remote.trim_start_matches('[').trim_end_matches(']').parse::<IpAddr>())
+                .ok()
+                .map(|ip| ip.to_canonical());
             let denied = match ip {
                 Some(ip) => self.deny.iter().any(|n| n.contains(&ip)) || (!self.allow.is_empty() && !self.allow.iter().any(|n| n.contains(&ip))),
                 None => true,
@@ -205,6 +214,8 @@ mod tests {
         assert_eq!(f.check(&get, &uri("/"), "127.0.0.2:5000").unwrap().status, 403);
         assert_eq!(f.check(&get, &uri("/"), "10.0.0.1:5000").unwrap().status, 403);
         assert!(f.check(&get, &uri("/"), "[::ffff:127.0.0.1]:5000").is_none());
+        assert!(f.check(&get, &uri("/"), "127.0.0.1").is_none());
+        assert_eq!(f.check(&get, &uri("/"), "127.0.0.2").unwrap().status, 403);
         assert!(f.add_ip("nonsense", true).is_err());
         assert!(f.add_ip("10.0.0.0/33", true).is_err());
     }

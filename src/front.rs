@@ -93,7 +93,10 @@ pub(crate) struct Ctx {
 pub(crate) async fn enter(run: &Run, conn: &ConnState, req: &http::Request<Incoming>) -> Entry {
     let Some(front) = &run.front else { return Entry::Pass(None) };
     let (method, uri, headers) = (req.method(), req.uri(), req.headers());
-    if let Some(a) = front.filter.check(method, uri, &conn.remote) {
+    // The client behind a trusted proxy (X-Forwarded-For, Forwarded), as the host sees it.
+    let forwarded = if front.filter.has_ip_rules() { crate::proxy::forwarded(conn.peer.ip(), headers, &run.trusted) } else { None };
+    let client = forwarded.as_ref().and_then(|f| f.0.as_deref()).unwrap_or(&conn.remote);
+    if let Some(a) = front.filter.check(method, uri, client) {
         return Entry::Answered(a);
     }
     let path = uri.path();

@@ -24,6 +24,8 @@ pub mod error;
 pub mod ffi;
 pub mod handler;
 mod handles;
+mod health;
+pub mod proxy;
 mod inbox;
 mod inside;
 mod listener;
