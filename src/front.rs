@@ -93,13 +93,18 @@ pub(crate) struct Ctx {
 pub(crate) async fn enter(run: &Run, conn: &ConnState, req: &http::Request<Incoming>) -> Entry {
     let Some(front) = &run.front else { return Entry::Pass(None) };
     let (method, uri, headers) = (req.method(), req.uri(), req.headers());
+    // A malformed request (Host, too many headers) gets the router's answer (400, 431);
+    // the health path is answered before any mount can shadow it.
+    let path = uri.path();
+    if !crate::service::host_ok(req.version(), headers) || headers.len() > run.limits.max_headers || run.health.answer(method, path).is_some() {
+        return Entry::Pass(None);
+    }
     // The client behind a trusted proxy (X-Forwarded-For, Forwarded), as the host sees it.
     let forwarded = if front.filter.has_ip_rules() { crate::proxy::forwarded(conn.peer.ip(), headers, &run.trusted) } else { None };
     let client = forwarded.as_ref().and_then(|f| f.0.as_deref()).unwrap_or(&conn.remote);
     if let Some(a) = front.filter.check(method, uri, client) {
         return Entry::Answered(a);
     }
-    let path = uri.path();
     let cors = cors::find(&front.cors, path).map(|p| front.cors.iter().position(|q| std::ptr::eq(p, q)).expect("policy is in the list"));
     let mut ctx = Ctx {
         front: front.clone(),

@@ -293,8 +293,12 @@ async fn wait(run: &Run, pending: Pending, mut rx: oneshot::Receiver<Answer>, in
 
 /// RFC 9112 §3.2: an HTTP/1.1 request carries exactly one Host header, HTTP/1.0 at most one.
 fn host_header_ok(parts: &http::request::Parts) -> bool {
-    let hosts = parts.headers.get_all(http::header::HOST).iter().count();
-    if parts.version == Version::HTTP_11 { hosts == 1 } else { hosts <= 1 }
+    host_ok(parts.version, &parts.headers)
+}
+
+pub(crate) fn host_ok(version: Version, headers: &http::HeaderMap) -> bool {
+    let hosts = headers.get_all(http::header::HOST).iter().count();
+    if version == Version::HTTP_11 { hosts == 1 } else { hosts <= 1 }
 }
 
 /// Ends the request in the registry if this future is dropped first (client gone, stop).
