@@ -135,7 +135,9 @@ pub(crate) async fn enter(run: &Run, conn: &ConnState, req: &http::Request<Incom
                     ctx.decorate(&mut a.headers);
                     return Entry::Answered(a);
                 }
-                None => ctx.store = Some((key, headers.clone())),
+                // An answer to HEAD may be bodiless (an explicit HEAD route): only GET's are kept.
+                None if method == http::Method::GET => ctx.store = Some((key, headers.clone())),
+                None => {}
             }
         }
     }

@@ -117,3 +117,10 @@ def test_concurrent_first_requests_all_get_an_answer(app):
     assert len(results) == 20 and all(r.status == 200 for r in results)
     n = max(_calls(r) for r in results)
     assert _calls(get(app, key)) <= n
+
+
+def test_a_head_miss_is_not_kept_for_get(app):
+    key = _key()
+    assert get(app, key, method="HEAD").status == 200
+    n = _calls(get(app, key))
+    assert _calls(get(app, key)) == n
