@@ -108,7 +108,12 @@ pub struct Cache {
     key_headers: Vec<HeaderName>,
     inner: Mutex<Inner>,
     counters: Counters,
+    /// Keys whose answers named request headers in Vary while the request's headers were
+    /// not kept: the next miss keeps them. Bounded; cleared when full.
+    varying: Mutex<std::collections::HashSet<String>>,
 }
+
+const VARYING_MAX: usize = 4096;
 
 fn size_of(headers: &HeaderMap, body: usize, key: &str) -> usize {
     OVERHEAD + body + key.len() + headers.iter().map(|(k, v)| k.as_str().len() + v.len() + 32).sum::<usize>()
@@ -125,19 +130,31 @@ impl Cache {
     /// `max_bytes`: the memory cap; one answer may use at most a quarter of it.
     /// `key_headers`: request headers that always take part in the key.
     pub fn new(max_bytes: usize, key_headers: Vec<HeaderName>) -> Cache {
-        Cache { max_bytes, key_headers, inner: Mutex::default(), counters: Counters::default() }
+        Cache { max_bytes, key_headers, inner: Mutex::default(), counters: Counters::default(), varying: Mutex::default() }
     }
 
     /// The key of a request (path + query), if its answer may come from (or go into)
     /// the cache.
-    pub(crate) fn key(method: &http::Method, uri: &http::Uri, headers: &HeaderMap, has_body: bool) -> Option<String> {
+    pub(crate) fn key<'a>(method: &http::Method, uri: &'a http::Uri, headers: &HeaderMap, has_body: bool) -> Option<&'a str> {
         if (method != http::Method::GET && method != http::Method::HEAD) || has_body || headers.contains_key(AUTHORIZATION) {
             return None;
         }
-        Some(match uri.query() {
-            Some(q) if !q.is_empty() => format!("{}?{q}", uri.path()),
-            _ => uri.path().to_owned(),
-        })
+        Some(Self::key_of(uri))
+    }
+
+    /// Path + query as sent (borrowed: a lookup costs no allocation).
+    pub(crate) fn key_of(uri: &http::Uri) -> &str {
+        match uri.path_and_query() {
+            Some(pq) => pq.as_str().strip_suffix('?').unwrap_or(pq.as_str()),
+            None => uri.path(),
+        }
+    }
+
+    /// Whether a miss on `key` should keep the request's headers for `store`: only when
+    /// answers there vary on request headers (learnt from an earlier answer) or the server
+    /// has key headers. Other misses copy nothing.
+    pub(crate) fn wants_headers(&self, key: &str) -> bool {
+        !self.key_headers.is_empty() || self.varying.lock().contains(key)
     }
 
     /// The entry for `key` that matches the request's `headers` where the answer varies.
@@ -181,8 +198,9 @@ impl Cache {
     }
 
     /// Keeps a copy of a marked answer (without its marker) when it may be kept.
-    /// `req`: the request's headers, for the ones the answer varies on.
-    pub(crate) fn store(&self, key: &str, req: &HeaderMap, answer: &Answer) {
+    /// `req`: the request's headers, for the ones the answer varies on (None: not kept;
+    /// an answer that varies is then stored by the next miss, which keeps them).
+    pub(crate) fn store(&self, key: &str, req: Option<&HeaderMap>, answer: &Answer) {
         let Some(ttl) = ttl(&answer.headers) else { return };
         let h = &answer.headers;
         let cacheable_status = matches!(answer.status, 200 | 203 | 204 | 300 | 301 | 308 | 404 | 405 | 410 | 414 | 501);
@@ -210,6 +228,19 @@ impl Cache {
         if vary.contains(&ACCEPT_ENCODING) && !encoded_by_host {
             vary.retain(|n| n != ACCEPT_ENCODING);
         }
+        let empty = HeaderMap::new();
+        let req = match req {
+            Some(r) => r,
+            None if vary.is_empty() => &empty,
+            None => {
+                let mut varying = self.varying.lock();
+                if varying.len() >= VARYING_MAX {
+                    varying.clear();
+                }
+                varying.insert(key.to_owned());
+                return;
+            }
+        };
         let mut headers = h.clone();
         headers.remove(MARKER);
         let size = size_of(&headers, answer.body.len(), key);
@@ -351,7 +382,8 @@ mod tests {
         for (k, v) in pairs {
             h.insert(*k, HeaderValue::from_static(v));
         }
-        (Cache::key(&Method::GET, &path.parse::<Uri>().unwrap(), &h, false).unwrap(), h)
+        let uri = path.parse::<Uri>().unwrap();
+        (Cache::key(&Method::GET, &uri, &h, false).unwrap().to_owned(), h)
     }
 
     fn look(c: &Cache, k: &(String, HeaderMap)) -> Option<Arc<Entry>> {
@@ -359,7 +391,7 @@ mod tests {
     }
 
     fn put(c: &Cache, k: &(String, HeaderMap), a: &Answer) {
-        c.store(&k.0, &k.1, a)
+        c.store(&k.0, Some(&k.1), a)
     }
 
     fn answer(ttl: &'static str, body: &'static [u8], extra: &[(&'static str, &'static str)]) -> Answer {
@@ -434,6 +466,21 @@ mod tests {
         assert_eq!(n, s.entries);
         assert_eq!(c.stats().entries, 0);
         assert_eq!(c.stats().bytes, 0);
+    }
+
+    #[test]
+    fn an_answer_that_varies_is_kept_once_the_request_headers_are() {
+        let c = Cache::new(1 << 20, vec![]);
+        let (k, h) = key("/v", &[("accept-language", "en")]);
+        assert!(!c.wants_headers(&k));
+        c.store(&k, None, &answer("30", b"x", &[("vary", "Accept-Language")]));
+        assert_eq!(c.stats().stores, 0);
+        assert!(c.wants_headers(&k));
+        c.store(&k, Some(&h), &answer("30", b"x", &[("vary", "Accept-Language")]));
+        assert!(c.lookup(&k, &h).is_some());
+        // No Vary: kept without the request's headers.
+        c.store("/plain", None, &answer("30", b"y", &[]));
+        assert!(c.lookup("/plain", &HeaderMap::new()).is_some());
     }
 
     #[test]

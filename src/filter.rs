@@ -80,15 +80,17 @@ impl FilterConfig {
         Ok(())
     }
 
-    /// The answer for a request the filter refuses; None lets it through.
+    /// The answer for a request the filter refuses; None lets it through. `remote`: the
+    /// client ("ip:port" or "ip").
     pub fn check(&self, method: &Method, uri: &Uri, remote: &str) -> Option<Answer> {
+        self.check_ip(method, uri, || parse_client(remote))
+    }
+
+    /// Like `check`, with the client's address made only when IP rules need it (None:
+    /// unknown, refused by any IP rule).
+    pub fn check_ip(&self, method: &Method, uri: &Uri, client: impl FnOnce() -> Option<IpAddr>) -> Option<Answer> {
         if !self.allow.is_empty() || !self.deny.is_empty() {
-            let ip = remote
-                .parse::<SocketAddr>()
-                .map(|a| a.ip())
-                .or_else(|_| remote.trim_start_matches('[').trim_end_matches(']').parse::<IpAddr>())
-                .ok()
-                .map(|ip| ip.to_canonical());
+            let ip = client().map(|ip| ip.to_canonical());
             let denied = match ip {
                 Some(ip) => self.deny.iter().any(|n| n.contains(&ip)) || (!self.allow.is_empty() && !self.allow.iter().any(|n| n.contains(&ip))),
                 None => true,
@@ -111,7 +113,14 @@ impl FilterConfig {
             }
         }
         if !self.patterns.is_empty() {
-            let path = normalize(uri.path()).to_ascii_lowercase();
+            let raw = uri.path();
+            let normalized;
+            let path = if is_plain(raw) {
+                raw
+            } else {
+                normalized = normalize(raw);
+                normalized.as_str()
+            };
             if self.patterns.iter().any(|p| glob(p, path.as_bytes())) {
                 return Some(canned(404, false));
             }
@@ -120,13 +129,20 @@ impl FilterConfig {
     }
 }
 
+/// "1.2.3.4:5", "[::1]:5", "1.2.3.4" or "::1".
+pub(crate) fn parse_client(remote: &str) -> Option<IpAddr> {
+    remote
+        .parse::<SocketAddr>()
+        .map(|a| a.ip())
+        .or_else(|_| remote.trim_start_matches('[').trim_end_matches(']').parse::<IpAddr>())
+        .ok()
+}
+
 /// The path as a file system or a host framework would see it: percent-decoded (twice
 /// over is not undone: "%252e" stays "%2e"), backslashes as slashes, repeated slashes
 /// merged, "." and ".." segments resolved, never above the root.
 pub(crate) fn normalize(raw: &str) -> String {
-    // Most paths have nothing to undo.
-    let plain = !raw.contains(['%', '\\']) && !raw.contains("//") && !raw.contains("/.");
-    if plain && raw.starts_with('/') {
+    if is_plain(raw) {
         return raw.to_owned();
     }
     let decoded = crate::router::percent_decode(raw).replace('\\', "/");
@@ -151,12 +167,18 @@ pub(crate) fn normalize(raw: &str) -> String {
     path
 }
 
-/// `*` any run (also empty), `?` any one byte; the whole text must match.
+/// Most paths have nothing to undo: no escapes, backslashes, empty or dot segments.
+fn is_plain(raw: &str) -> bool {
+    raw.starts_with('/') && !raw.contains(['%', '\\']) && !raw.contains("//") && !raw.contains("/.")
+}
+
+/// `*` any run (also empty), `?` any one byte; the whole text must match. `pattern` is
+/// lower-case; the text is compared as if it were.
 fn glob(pattern: &[u8], text: &[u8]) -> bool {
     let (mut p, mut t) = (0, 0);
     let mut star: Option<(usize, usize)> = None;
     while t < text.len() {
-        if p < pattern.len() && (pattern[p] == b'?' || pattern[p] == text[t]) {
+        if p < pattern.len() && (pattern[p] == b'?' || pattern[p] == text[t].to_ascii_lowercase()) {
             p += 1;
             t += 1;
         } else if p < pattern.len() && pattern[p] == b'*' {
@@ -192,6 +214,7 @@ mod tests {
         assert!(glob(b"*/.git/*", b"/x/.git/config"));
         assert!(glob(b"/a?c", b"/abc"));
         assert!(!glob(b"/admin/*", b"/administrator"));
+        assert!(glob(b"*.bak", b"/A/B.BAK"));
     }
 
     #[test]

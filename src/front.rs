@@ -86,8 +86,9 @@ pub(crate) struct Ctx {
     cors: Option<usize>,
     accept: Option<HeaderValue>,
     codings: u32,
-    /// The cache key and the request's headers, when the answer may be stored.
-    store: Option<(String, HeaderMap)>,
+    /// The request target (its key; cloning a Uri shares its bytes) and maybe the
+    /// request's headers, when the answer may be stored.
+    store: Option<(http::Uri, Option<HeaderMap>)>,
 }
 
 pub(crate) async fn enter(run: &Run, conn: &ConnState, req: &http::Request<Incoming>) -> Entry {
@@ -99,10 +100,17 @@ pub(crate) async fn enter(run: &Run, conn: &ConnState, req: &http::Request<Incom
     if !crate::service::host_ok(req.version(), headers) || headers.len() > run.limits.max_headers || run.health.answer(method, path).is_some() {
         return Entry::Pass(None);
     }
-    // The client behind a trusted proxy (X-Forwarded-For, Forwarded), as the host sees it.
-    let forwarded = if front.filter.has_ip_rules() { crate::proxy::forwarded(conn.peer.ip(), headers, &run.trusted) } else { None };
-    let client = forwarded.as_ref().and_then(|f| f.0.as_deref()).unwrap_or(&conn.remote);
-    if let Some(a) = front.filter.check(method, uri, client) {
+    // The client as the host sees it: the TCP peer, the address a PROXY header named, or
+    // the one a trusted proxy forwarded (X-Forwarded-For, Forwarded).
+    let client = || {
+        let forwarded = crate::proxy::forwarded(conn.peer.ip(), headers, &run.trusted);
+        match forwarded.as_ref().and_then(|f| f.0.as_deref()) {
+            Some(addr) => crate::filter::parse_client(addr),
+            None if conn.remote == conn.peer_text => Some(conn.peer.ip()),
+            None => crate::filter::parse_client(&conn.remote),
+        }
+    };
+    if let Some(a) = front.filter.check_ip(method, uri, client) {
         return Entry::Answered(a);
     }
     let cors = cors::find(&front.cors, path).map(|p| front.cors.iter().position(|q| std::ptr::eq(p, q)).expect("policy is in the list"));
@@ -128,7 +136,7 @@ pub(crate) async fn enter(run: &Run, conn: &ConnState, req: &http::Request<Incom
     if let Some(cache) = &front.cache {
         let has_body = headers.contains_key(TRANSFER_ENCODING) || headers.get(CONTENT_LENGTH).is_some_and(|v| v.as_bytes() != b"0");
         if let Some(key) = Cache::key(method, uri, headers, has_body) {
-            match cache.lookup(&key, headers) {
+            match cache.lookup(key, headers) {
                 Some(entry) => {
                     let mut a = entry.answer();
                     ctx.compress(&mut a, Some((cache, &entry))).await;
@@ -136,7 +144,10 @@ pub(crate) async fn enter(run: &Run, conn: &ConnState, req: &http::Request<Incom
                     return Entry::Answered(a);
                 }
                 // An answer to HEAD may be bodiless (an explicit HEAD route): only GET's are kept.
-                None if method == http::Method::GET => ctx.store = Some((key, headers.clone())),
+                None if method == http::Method::GET => {
+                    let kept = cache.wants_headers(key).then(|| headers.clone());
+                    ctx.store = Some((uri.clone(), kept));
+                }
                 None => {}
             }
         }
@@ -157,8 +168,8 @@ pub(crate) async fn leave(ctx: Option<Ctx>, mut answer: Answer) -> Answer {
         return answer;
     }
     if answer.headers.contains_key(MARKER) {
-        if let (Some(cache), Some((key, req))) = (&ctx.front.cache, &ctx.store) {
-            cache.store(key, req, &answer);
+        if let (Some(cache), Some((uri, req))) = (&ctx.front.cache, &ctx.store) {
+            cache.store(Cache::key_of(uri), req.as_ref(), &answer);
         }
         answer.headers.remove(MARKER);
     }
