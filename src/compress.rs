@@ -97,24 +97,19 @@ pub(crate) fn under(path: &str, prefix: &str) -> bool {
 /// None when it accepts neither (or sent no Accept-Encoding: then only identity is safe).
 pub fn negotiate(accept: Option<&HeaderValue>, offered: u32) -> Option<Coding> {
     let accept = accept?.to_str().ok()?;
-    let (mut gzip, mut br, mut star) = (None::<f32>, None::<f32>, None::<f32>);
+    let (mut gzip, mut br, mut star) = (None::<u16>, None::<u16>, None::<u16>);
     for item in accept.split(',') {
         let mut parts = item.split(';');
         let token = parts.next().unwrap_or("").trim();
-        let mut q = 1.0f32;
+        let mut q = Some(1000);
         for p in parts {
             let p = p.trim();
             if let Some(v) = p.strip_prefix("q=").or_else(|| p.strip_prefix("Q=")) {
-                match v.trim().parse::<f32>() {
-                    Ok(v) if (0.0..=1.0).contains(&v) => q = v,
-                    // A malformed weight: the item says nothing reliable.
-                    _ => q = -1.0,
-                }
+                q = qvalue(v.trim());
             }
         }
-        if q < 0.0 {
-            continue;
-        }
+        // A malformed weight: the item says nothing reliable.
+        let Some(q) = q else { continue };
         let slot = if token.eq_ignore_ascii_case("gzip") || token.eq_ignore_ascii_case("x-gzip") {
             &mut gzip
         } else if token.eq_ignore_ascii_case("br") {
@@ -127,15 +122,33 @@ pub fn negotiate(accept: Option<&HeaderValue>, offered: u32) -> Option<Coding> {
         // The first mention counts (duplicates are malformed; be predictable).
         slot.get_or_insert(q);
     }
-    let weight = |explicit: Option<f32>, bit: u32| if offered & bit == 0 { 0.0 } else { explicit.or(star).unwrap_or(0.0) };
+    let weight = |explicit: Option<u16>, bit: u32| if offered & bit == 0 { 0 } else { explicit.or(star).unwrap_or(0) };
     let (wb, wg) = (weight(br, BR), weight(gzip, GZIP));
     // Brotli wins a tie: smaller for the same cost.
-    if wb > 0.0 && wb >= wg {
+    if wb > 0 && wb >= wg {
         Some(Coding::Brotli)
-    } else if wg > 0.0 {
+    } else if wg > 0 {
         Some(Coding::Gzip)
     } else {
         None
+    }
+}
+
+/// An RFC 9110 weight ("0", "0.5", "1.000") in thousandths; None when malformed. By hand:
+/// float parsing would pull tens of KB of tables into the library for three digits.
+fn qvalue(v: &str) -> Option<u16> {
+    let (int, frac) = v.split_once('.').unwrap_or((v, ""));
+    if frac.len() > 3 || !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let mut thousandths = 0u16;
+    for (i, b) in frac.bytes().chain(std::iter::repeat(b'0')).take(3).enumerate() {
+        thousandths += u16::from(b - b'0') * [100, 10, 1][i];
+    }
+    match int {
+        "0" => Some(thousandths),
+        "1" if thousandths == 0 => Some(1000),
+        _ => None,
     }
 }
 
@@ -308,6 +321,13 @@ mod tests {
         assert_eq!(negotiate(Some(&hv("br")), GZIP), None);
         assert_eq!(negotiate(Some(&hv("br;q=abc, gzip")), both), Some(Coding::Gzip));
         assert_eq!(negotiate(Some(&hv("x-gzip")), both), Some(Coding::Gzip));
+        assert_eq!(negotiate(Some(&hv("br;q=0.001, gzip;q=0.0009")), both), Some(Coding::Brotli));
+        assert_eq!(negotiate(Some(&hv("br;q=1.5, gzip;q=0.2")), both), Some(Coding::Gzip));
+        assert_eq!(qvalue("0.5"), Some(500));
+        assert_eq!(qvalue("1.000"), Some(1000));
+        assert_eq!(qvalue("1.001"), None);
+        assert_eq!(qvalue("0."), Some(0));
+        assert_eq!(qvalue(".5"), None);
         assert_eq!(negotiate(None, both), None);
     }
 

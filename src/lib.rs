@@ -10,6 +10,7 @@ pub mod cache;
 pub mod compress;
 pub mod cors;
 mod file_body;
+mod mime_types;
 pub mod filter;
 pub mod front;
 pub mod static_files;

@@ -93,7 +93,7 @@ fn sibling(mount: &Mount, rel: &str, coding: Coding) -> Option<Found> {
 
 fn content_type(rel: &str) -> HeaderValue {
     let name = rel.rsplit('/').next().unwrap_or(rel);
-    let essence = mime_guess::from_path(name).first_raw().unwrap_or("application/octet-stream");
+    let essence = crate::mime_types::guess(name);
     if essence.starts_with("text/") || essence == "application/javascript" {
         HeaderValue::from_str(&format!("{essence}; charset=utf-8")).unwrap_or(HeaderValue::from_static("application/octet-stream"))
     } else {
