@@ -1,5 +1,8 @@
 /* The Ember reference app in C: the contract is tests/REFERENCE_APP.md.
- * Usage: ember_ref [port]   (default 8080; 0 picks a free port) */
+ * Usage: ember_ref [port]   (default 8080; 0 picks a free port)
+ * This file: setup and the request/response routes. Streaming (/sse, /stream, /upload)
+ * is in ref_stream.c, WebSocket (/ws, /ws/chat) in ref_ws.c, the engine's front (static
+ * files, compression, /cached, CORS on /api, filters) in ref_front.c. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>
@@ -12,6 +15,7 @@
 #include <time.h>
 
 #include "ember.h"
+#include "ref_app.h"
 
 #ifdef _WIN32
 /* Windows: Ctrl+C, Ctrl+Break and closing the console stop the server gracefully. */
@@ -107,7 +111,7 @@ static const char JSON_TYPE[] = "Content-Type: application/json";
 static const char OOM[] = "{\"error\": \"out of memory\"}";
 
 /* The engine's error message must be copied before the next ember_ call replaces it. */
-static void log_failure(const char *what, ember_result rc) {
+void ref_log_failure(const char *what, ember_result rc) {
     char msg[512];
     snprintf(msg, sizeof msg, "%s", ember_last_error());
     fprintf(stderr, "ember_ref: %s: %s: %s\n", what, ember_result_name(rc), msg);
@@ -116,7 +120,7 @@ static void log_failure(const char *what, ember_result rc) {
 static void respond(ember_request req, uint16_t status, const char *headers, const char *body, size_t len) {
     ember_result rc = ember_request_respond(req, status, headers, strlen(headers), body, len);
     /* A client that hung up is ordinary traffic, not worth a log line under load. */
-    if (rc != EMBER_OK && rc != EMBER_ERR_CLIENT_GONE) log_failure("respond", rc);
+    if (rc != EMBER_OK && rc != EMBER_ERR_CLIENT_GONE) ref_log_failure("respond", rc);
 }
 
 static void respond_buf(ember_request req, buf *b) {
@@ -168,7 +172,7 @@ static void on_echo(void *ud, ember_request req, const ember_request_info *info)
          * request hanging until the handler timeout. */
         if (rc == EMBER_ERR_INVALID_ARG)
             rc = ember_request_respond(req, 200, OCTETS, sizeof OCTETS - 1, info->body.ptr, info->body.len);
-        if (rc != EMBER_OK && rc != EMBER_ERR_CLIENT_GONE) log_failure("respond /echo", rc);
+        if (rc != EMBER_OK && rc != EMBER_ERR_CLIENT_GONE) ref_log_failure("respond /echo", rc);
     }
     free(h.p);
 }
@@ -266,7 +270,7 @@ static void *slow_thread(void *arg) {
     /* The handler timeout (503) or a departed client may have ended the request
      * first; that is expected here, not an error of ours. */
     if (rc != EMBER_OK && rc != EMBER_ERR_TIMED_OUT && rc != EMBER_ERR_CLIENT_GONE)
-        log_failure("respond /slow", rc);
+        ref_log_failure("respond /slow", rc);
     return NULL;
 }
 
@@ -304,150 +308,6 @@ static void on_fail(void *ud, ember_request req, const ember_request_info *info)
     respond(req, 500, JSON_TYPE, body, sizeof body - 1);
 }
 
-/* ---- engine features: /cached, /cache/purge, /api/ping (static files need no route) ---- */
-
-/* Finds name=value in a raw query; 1 if present. The value stays percent-encoded. */
-static int query_param(ember_str q, const char *name, ember_str *out) {
-    size_t i = 0, n = strlen(name);
-    while (i < q.len) {
-        size_t end = i;
-        while (end < q.len && q.ptr[end] != '&') end++;
-        if (end - i >= n + 1 && memcmp(q.ptr + i, name, n) == 0 && q.ptr[i + n] == '=') {
-            out->ptr = q.ptr + i + n + 1;
-            out->len = end - i - n - 1;
-            return 1;
-        }
-        i = end + 1;
-    }
-    return 0;
-}
-
-/* A decimal 0..max (no sign, no spaces); 0 if not. */
-static int parse_decimal(ember_str v, unsigned long max, unsigned long *out) {
-    size_t i;
-    unsigned long x = 0;
-    if (v.len == 0 || v.len > 9) return 0;
-    for (i = 0; i < v.len; i++) {
-        if (v.ptr[i] < '0' || v.ptr[i] > '9') return 0;
-        x = x * 10 + (unsigned long)(v.ptr[i] - '0');
-    }
-    if (x > max) return 0;
-    *out = x;
-    return 1;
-}
-
-static int hexval(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
-static pthread_mutex_t cached_lock = PTHREAD_MUTEX_INITIALIZER;
-static unsigned long cached_calls;
-
-static void on_cached(void *ud, ember_request req, const ember_request_info *info) {
-    static const char bad[] = "{\"error\": \"bad query\"}";
-    ember_str v;
-    unsigned long ttl = 60, pad = 0, calls, flag;
-    int cookie = 0, private_ = 0;
-    buf h = {0}, b = {0};
-    char num[64];
-    (void)ud;
-    if ((query_param(info->query, "ttl", &v) && !parse_decimal(v, 3600, &ttl)) || ttl == 0 ||
-        (query_param(info->query, "pad", &v) && !parse_decimal(v, 100000, &pad)) ||
-        (query_param(info->query, "cookie", &v) && !parse_decimal(v, 1, &flag))) {
-        respond(req, 400, JSON_TYPE, bad, sizeof bad - 1);
-        return;
-    }
-    if (query_param(info->query, "cookie", &v)) cookie = v.len == 1 && v.ptr[0] == '1';
-    if (query_param(info->query, "private", &v)) {
-        if (!parse_decimal(v, 1, &flag)) { respond(req, 400, JSON_TYPE, bad, sizeof bad - 1); return; }
-        private_ = flag == 1;
-    }
-    pthread_mutex_lock(&cached_lock);
-    calls = ++cached_calls;
-    pthread_mutex_unlock(&cached_lock);
-    snprintf(num, sizeof num, "Ember-Cache: %lu\r\n", ttl);
-    buf_adds(&h, JSON_TYPE);
-    buf_adds(&h, "\r\n");
-    buf_adds(&h, num);
-    if (cookie) buf_adds(&h, "Set-Cookie: seen=1\r\n");
-    if (private_) buf_adds(&h, "Cache-Control: private\r\n");
-    snprintf(num, sizeof num, "{\"calls\": %lu", calls);
-    buf_adds(&b, num);
-    if (pad > 0) {
-        unsigned long i;
-        buf_adds(&b, ", \"pad\": \"");
-        for (i = 0; i < pad; i++) buf_add(&b, "x", 1);
-        buf_adds(&b, "\"");
-    }
-    buf_adds(&b, "}");
-    if (h.oom || b.oom) respond(req, 500, JSON_TYPE, OOM, sizeof OOM - 1);
-    else {
-        ember_result rc = ember_request_respond(req, 200, h.p, h.len, b.p, b.len);
-        if (rc != EMBER_OK && rc != EMBER_ERR_CLIENT_GONE) log_failure("respond /cached", rc);
-    }
-    free(h.p);
-    free(b.p);
-}
-
-/* user_data is the server: purging is a call on it, allowed from inside a handler. */
-static void on_purge(void *ud, ember_request req, const ember_request_info *info) {
-    ember_server *server = (ember_server *)ud;
-    ember_str v = {NULL, 0};
-    char prefix[1024], body[64];
-    size_t i, n = 0;
-    uint64_t purged = 0;
-    ember_result rc;
-    query_param(info->query, "prefix", &v);
-    for (i = 0; i < v.len && n + 1 < sizeof prefix; i++) {
-        if (v.ptr[i] == '%' && i + 2 < v.len + 0 && hexval(v.ptr[i + 1]) >= 0 && hexval(v.ptr[i + 2]) >= 0) {
-            prefix[n++] = (char)(hexval(v.ptr[i + 1]) * 16 + hexval(v.ptr[i + 2]));
-            i += 2;
-        } else {
-            prefix[n++] = v.ptr[i] == '+' ? ' ' : v.ptr[i];
-        }
-    }
-    prefix[n] = '\0';
-    rc = ember_server_cache_purge(server, prefix, &purged);
-    if (rc != EMBER_OK) {
-        log_failure("cache purge", rc);
-        respond(req, 500, JSON_TYPE, "{\"error\": \"purge failed\"}", sizeof "{\"error\": \"purge failed\"}" - 1);
-        return;
-    }
-    n = (size_t)snprintf(body, sizeof body, "{\"purged\": %llu}", (unsigned long long)purged);
-    respond(req, 200, JSON_TYPE, body, n);
-}
-
-static void on_api_ping(void *ud, ember_request req, const ember_request_info *info) {
-    static const char body[] = "{\"pong\": true}";
-    (void)ud; (void)info;
-    respond(req, 200, "Content-Type: application/json\r\nX-Api-Version: 1", body, sizeof body - 1);
-}
-
-/* Static files, compression, the output cache, CORS and request filtering: all the
- * engine's, configured here (tests/REFERENCE_APP.md). */
-static ember_result configure_front(ember_server *server) {
-    const char *www = getenv("EMBER_WWW");
-    ember_result rc;
-    if (!www || !*www) www = "samples/www";
-#define FRONT(call) do { rc = (call); if (rc != EMBER_OK) return rc; } while (0)
-    FRONT(ember_server_static(server, "/static", www, EMBER_STATIC_DEFAULT, "public, max-age=60"));
-    FRONT(ember_server_set_compression(server, EMBER_COMPRESS_GZIP | EMBER_COMPRESS_BR, 1024));
-    FRONT(ember_server_compression_path(server, "/echo", false));
-    FRONT(ember_server_set_cache(server, 67108864));
-    FRONT(ember_server_cors(server, "/api", "https://app.example", "GET, POST", "Content-Type, X-Api-Key",
-                            "X-Api-Version", 600, 0));
-    FRONT(ember_server_filter_ip(server, "127.0.0.2", false));
-    FRONT(ember_server_filter_max_url(server, 8192));
-    FRONT(ember_server_filter_methods(server, "GET, HEAD, POST, PUT, DELETE, PATCH, OPTIONS"));
-    FRONT(ember_server_filter_path(server, "*.bak"));
-    FRONT(ember_server_filter_path(server, "/private/*"));
-#undef FRONT
-    return EMBER_OK;
-}
-
 /* ---- setup ---- */
 
 static void log_to_stderr(void *ud, int32_t level, const char *msg, size_t len) {
@@ -467,7 +327,7 @@ static int parse_uint(const char *s, unsigned long max, unsigned long *out) {
 }
 
 #define TRY(what, call) do { ember_result rc_ = (call); \
-        if (rc_ != EMBER_OK) { log_failure(what, rc_); ember_server_free(server); return 1; } } while (0)
+        if (rc_ != EMBER_OK) { ref_log_failure(what, rc_); ember_server_free(server); return 1; } } while (0)
 
 int main(int argc, char **argv) {
     ember_server *server = NULL;
@@ -523,17 +383,16 @@ int main(int argc, char **argv) {
     TRY("limit", ember_server_set_limit(server, EMBER_LIMIT_HANDLER_TIMEOUT_MS, 3000));
     TRY("limit", ember_server_set_limit(server, EMBER_LIMIT_MAX_HEADER_BYTES, 16384));
     TRY("limit", ember_server_set_limit(server, EMBER_LIMIT_MAX_HEADERS, 100));
+    TRY("limit", ember_server_set_limit(server, EMBER_LIMIT_MAX_STREAM_BODY_BYTES, 4294967296ULL));
     TRY("route /", ember_server_route(server, "GET", "/", on_root, NULL, NULL));
     TRY("route /users", ember_server_route(server, "GET", "/users/{id}", on_user, NULL, NULL));
     TRY("route /echo", ember_server_route(server, "POST", "/echo", on_echo, NULL, NULL));
     TRY("route /inspect", ember_server_route(server, "GET", "/inspect", on_inspect, NULL, NULL));
     TRY("route /slow", ember_server_route(server, "GET", "/slow", on_slow, NULL, NULL));
     TRY("route /fail", ember_server_route(server, "GET", "/fail", on_fail, NULL, NULL));
-    TRY("route /cached", ember_server_route(server, "GET", "/cached", on_cached, NULL, NULL));
-    TRY("route /cache/purge", ember_server_route(server, "POST", "/cache/purge", on_purge, server, NULL));
-    TRY("route /api/ping", ember_server_route(server, "GET", "/api/ping", on_api_ping, NULL, NULL));
-    TRY("route /api/ping", ember_server_route(server, "POST", "/api/ping", on_api_ping, NULL, NULL));
-    TRY("static files, compression, cache, CORS, filters", configure_front(server));
+    TRY("static files, compression, cache, CORS, filters", ref_add_front(server));
+    TRY("streaming routes", ref_add_stream_routes(server));
+    TRY("WebSocket routes", ref_add_ws_routes(server));
     TRY("start", ember_server_start(server));
     TRY("port", ember_server_port(server, 0, &bound));
 
@@ -549,8 +408,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "ember_ref: signal %d, stopping\n", sig);
 #endif
     rc = ember_server_stop(server, 5000);
-    if (rc != EMBER_OK) log_failure("stop", rc); /* free below still force-closes */
+    if (rc != EMBER_OK) ref_log_failure("stop", rc); /* free below still force-closes */
     rc = ember_server_free(server);
-    if (rc != EMBER_OK) { log_failure("free", rc); return 1; }
+    if (rc != EMBER_OK) { ref_log_failure("free", rc); return 1; }
     return 0;
 }
