@@ -127,12 +127,12 @@ def build_app() -> ember.Server:
             calls[0] += 1
             n = calls[0]
         body = '{"calls": %d' % n + (', "pad": "%s"' % ("x" * pad) if pad else "") + "}"
-        headers = [(ember.CACHE_HEADER, str(ttl))]
+        headers = []
         if cookie:
             headers.append(("Set-Cookie", "seen=1"))
         if private:
             headers.append(("Cache-Control", "private"))
-        return Response(body.encode("ascii"), headers=headers, content_type="application/json")
+        return Response(body.encode("ascii"), headers=headers, content_type="application/json", cache_for=ttl)
 
     @app.post("/cache/purge")
     def purge(req):

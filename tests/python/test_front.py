@@ -174,7 +174,7 @@ def test_the_output_cache_through_the_binding(serve, dispatch):
         @app.get("/big")
         def b(req):
             calls["n"] += 1
-            return Response(big, headers={ember.CACHE_HEADER: "30"})
+            return Response(big, cache_for=30)
 
         @app.post("/purge")
         def p(req):
@@ -193,6 +193,9 @@ def test_the_output_cache_through_the_binding(serve, dispatch):
     assert requests.post(s.url + "/purge?prefix=/c").json() == {"purged": 2}
     assert s.app.cache_purge("") == 1
     assert s.app.cache_stats()["entries"] == 0
+    for bad in (0, -1, 31536001, "30", 1.5):
+        with pytest.raises(ValueError, match="cache_for"):
+            Response("x", cache_for=bad)
 
 
 def test_cors_with_credentials_and_ip_allow_lists(serve):
