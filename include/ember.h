@@ -1074,9 +1074,9 @@ ember_result ember_server_set_compression(struct ember_server *server,
                                           uint64_t min_bytes);
 
 /**
- * The codings this build of the library compresses with: `EMBER_COMPRESS_GZIP` and
- * `EMBER_COMPRESS_BR` in the default build; none in the minimal one (which still serves
- * precompressed siblings of static files).
+ * The codings this build of the library compresses with on the fly: `EMBER_COMPRESS_GZIP`
+ * in the default build, plus `EMBER_COMPRESS_BR` with the cargo feature `brotli`; none in
+ * the minimal one. Every build serves precompressed `.br` / `.gz` siblings of static files.
  */
 uint32_t ember_compression_codings(void);
 

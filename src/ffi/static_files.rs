@@ -96,9 +96,9 @@ pub unsafe extern "C" fn ember_server_set_compression(server: *mut ember_server,
     guard(|| get(server)?.set_compression(codings, usize::try_from(min_bytes).unwrap_or(usize::MAX)))
 }
 
-/// The codings this build of the library compresses with: `EMBER_COMPRESS_GZIP` and
-/// `EMBER_COMPRESS_BR` in the default build; none in the minimal one (which still serves
-/// precompressed siblings of static files).
+/// The codings this build of the library compresses with on the fly: `EMBER_COMPRESS_GZIP`
+/// in the default build, plus `EMBER_COMPRESS_BR` with the cargo feature `brotli`; none in
+/// the minimal one. Every build serves precompressed `.br` / `.gz` siblings of static files.
 #[no_mangle]
 pub extern "C" fn ember_compression_codings() -> u32 {
     compress::BUILT
