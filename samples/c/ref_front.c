@@ -150,6 +150,8 @@ ember_result ref_add_front(ember_server *server) {
     FRONT(ember_server_route(server, "GET", "/api/ping", on_api_ping, NULL, NULL));
     FRONT(ember_server_route(server, "POST", "/api/ping", on_api_ping, NULL, NULL));
     FRONT(ember_server_static(server, "/static", www, EMBER_STATIC_DEFAULT, "public, max-age=60"));
+    /* The same folder as a single-page app: paths that name no file get index.html. */
+    FRONT(ember_server_static(server, "/app", www, EMBER_STATIC_INDEX | EMBER_STATIC_SPA, "no-cache"));
     FRONT(ember_server_set_compression(server, EMBER_COMPRESS_GZIP | EMBER_COMPRESS_BR, 1024));
     FRONT(ember_server_compression_path(server, "/echo", false));
     FRONT(ember_server_set_cache(server, 67108864));

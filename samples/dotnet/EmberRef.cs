@@ -142,8 +142,10 @@ static class EmberRef
     static void MapEngineFeatures(EmberServer server)
     {
         string www = Environment.GetEnvironmentVariable("EMBER_WWW");
-        server.MapStatic("/static", string.IsNullOrEmpty(www) ? "samples/www" : www,
-            new EmberStaticOptions { CacheControl = "public, max-age=60" });
+        if (string.IsNullOrEmpty(www)) www = "samples/www";
+        server.MapStatic("/static", www, new EmberStaticOptions { CacheControl = "public, max-age=60" });
+        // The same folder as a single-page app: paths that name no file get index.html.
+        server.MapStatic("/app", www, new EmberStaticOptions { Precompressed = false, SpaFallback = true, CacheControl = "no-cache" });
         server.UseCompression(gzip: true, brotli: true, minBytes: 1024);
         server.CompressionForPath("/echo", false);
         server.UseOutputCache(64L << 20);

@@ -89,7 +89,9 @@ def build_app() -> ember.Server:
         raise RuntimeError("this handler always fails")
 
     # Static files, compression, the output cache, CORS and filtering are the engine's.
-    app.static("/static", os.environ.get("EMBER_WWW") or "samples/www", cache_control="public, max-age=60")
+    www = os.environ.get("EMBER_WWW") or "samples/www"
+    app.static("/static", www, cache_control="public, max-age=60")
+    app.static("/app", www, precompressed=False, spa=True, cache_control="no-cache")   # a single-page app
     app.compression(gzip=True, br=True, min_bytes=1024)
     app.compression_path("/echo", False)
     app.output_cache(64 << 20)

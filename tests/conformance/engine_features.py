@@ -9,7 +9,9 @@ import os
 from appproc import REPO_ROOT
 from rawhttp import exchange, request_bytes
 
-WWW = os.environ.get("EMBER_WWW") or os.path.join(REPO_ROOT, "samples", "www")
+# The served folder: conftest.py makes a copy with symlinks (sitecopy.py) and names it in
+# EMBER_WWW, relative to the repository root, the app's working directory.
+WWW = os.path.join(REPO_ROOT, os.environ.get("EMBER_WWW") or os.path.join("samples", "www"))
 
 # The codings the library under test compresses with on the fly (ember_compression_codings):
 # gzip in the default build, also br with the cargo feature `brotli`, none in the minimal

@@ -3,12 +3,14 @@ types, validators and 304, ranges (206/416), index.html and the folder redirect,
 files larger than the read-at-once size streamed from disk, precompressed siblings, and
 every spelling of a way out of the folder refused."""
 import http.client
+import os
 import shutil
 import subprocess
 
 import pytest
 
 from engine_features import CODINGS, get, gunzip, unbrotli, www
+from sitecopy import OUTSIDE_TEXT
 
 HELLO = www("hello.txt")
 
@@ -217,3 +219,81 @@ def test_curl_fetches_decodes_and_resumes(app, tmp_path):
                        capture_output=True, timeout=30)
     assert p.returncode == 0, p.stderr
     assert part.read_bytes() == www("lorem.txt")
+
+
+# Symbolic links (tests/conformance/sitecopy.py adds them to the served copy). A Windows
+# build under Wine sees the host's links as plain files, so these are Linux/macOS cases.
+_links = pytest.mark.skipif(
+    os.environ.get("EMBER_WWW_LINKS") != "1" or "wine" in os.environ.get("EMBER_APP", "").lower(),
+    reason="no symlinks in the served folder (EMBER_WWW given, or a Windows build under Wine)")
+
+
+@_links
+@pytest.mark.parametrize("path", [
+    "/static/escape.txt", "/static/escape-abs.txt", "/static/escape-dir/outside.txt",
+    "/app/escape.txt", "/app/escape-abs.txt", "/app/escape-dir/outside.txt",
+])
+def test_symlinks_leading_out_of_the_folder_are_refused(app, path):
+    r = get(app, path)
+    # The SPA mount refuses too: a refusal is never turned into its index.html.
+    assert r.status in (403, 404), (path, r)
+    assert OUTSIDE_TEXT not in r.body
+    r = get(app, path, [("Range", "bytes=0-9")])
+    assert r.status in (403, 404), (path, r)
+    assert OUTSIDE_TEXT[:10] not in r.body
+
+
+@_links
+@pytest.mark.parametrize("path", ["/static/alias.txt", "/static/alias-abs.txt"])
+def test_symlinks_inside_the_folder_are_followed(app, path):
+    r = get(app, path)
+    assert r.status == 200 and r.body == HELLO
+    assert r.header("content-type") == "text/plain; charset=utf-8"
+
+
+# The second mount: /app serves the same folder as a single-page app (index.html for paths
+# that name no file), Cache-Control no-cache, without precompressed siblings.
+
+def test_a_second_mount_has_its_own_cache_control(app):
+    r = get(app, "/app/hello.txt")
+    assert r.status == 200 and r.body == HELLO
+    assert r.header("cache-control") == "no-cache"
+    assert get(app, "/static/hello.txt").header("cache-control") == "public, max-age=60"
+
+
+@pytest.mark.parametrize("path", ["/app/", "/app/settings", "/app/users/42/edit", "/app/no-such.js?x=1"])
+def test_the_spa_mount_answers_unknown_paths_with_its_index(app, path):
+    r = get(app, path)
+    assert r.status == 200, (path, r)
+    assert r.body == www("index.html")
+    assert r.header("content-type") == "text/html; charset=utf-8"
+    assert r.header("cache-control") == "no-cache"
+
+
+def test_without_the_spa_flag_unknown_paths_stay_404(app):
+    assert get(app, "/static/settings").status == 404
+    assert get(app, "/static/users/42/edit").status == 404
+
+
+@pytest.mark.parametrize("path", ["/app/../Cargo.toml", "/app/%2e%2e/Cargo.toml", "/app/%252e%252e/Cargo.toml",
+                                  "/app/..%5cCargo.toml", "/app/hello.txt%00.png"])
+def test_the_spa_fallback_never_hides_a_refusal(app, path):
+    r = get(app, path)
+    assert r.status in (403, 404), (path, r)
+    assert b"[package]" not in r.body
+
+
+def test_the_spa_mount_serves_no_dotfile(app):
+    r = get(app, "/app/.hidden")
+    assert r.status in (200, 404)
+    assert r.body != www(".hidden") and www(".hidden").strip() not in r.body
+
+
+def test_a_mount_without_precompressed_siblings_does_not_send_them(app):
+    r = get(app, "/app/app.js", [("Accept-Encoding", "br")])
+    assert r.status == 200
+    assert not r.header("etag", "").endswith('-br"')
+    body = unbrotli(r.body) if r.header("content-encoding") == "br" else r.body
+    assert body == www("app.js")
+    assert r.header("content-encoding") in (None, "br")
+    assert r.header("content-encoding") == ("br" if "br" in CODINGS else None)
