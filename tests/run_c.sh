@@ -100,14 +100,17 @@ export ASAN_OPTIONS="abort_on_error=1:detect_leaks=1:strict_string_checks=1:chec
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
 run_suite asan "$out/asan/ember_ref"
 
-# The streaming and WebSocket routes of the reference app under the sanitizers, through the
-# conformance suite's real clients (memory growth is not asserted: ASan keeps freed memory).
+# The streaming and WebSocket routes and the engine's front (static files, compression, output
+# cache, CORS, filters) of the reference app under the sanitizers, through the conformance
+# suite's real clients (memory growth is not asserted: ASan keeps freed memory).
 for mode in pool inline; do
-  echo "== conformance streaming/WebSocket files against the ASan ember_ref ($mode dispatch)"
+  echo "== conformance streaming/WebSocket/front files against the ASan ember_ref ($mode dispatch)"
   log="$(mktemp)"
   if EMBER_DISPATCH=$mode EMBER_CONFORMANCE_RSS=off EMBER_APP="$out/asan/ember_ref" timeout 900 python3 -m pytest -q \
        tests/conformance/test_sse.py tests/conformance/test_stream.py tests/conformance/test_upload.py \
-       tests/conformance/test_websocket.py tests/conformance/test_ws_autobahn.py >"$log" 2>&1; then
+       tests/conformance/test_websocket.py tests/conformance/test_ws_autobahn.py \
+       tests/conformance/test_static_files.py tests/conformance/test_compression.py \
+       tests/conformance/test_output_cache.py tests/conformance/test_cors_and_filters.py >"$log" 2>&1; then
     echo "ok   asan/conformance-streaming ($mode): $(tail -n 1 "$log")"
     total_pass=$((total_pass + 1))
   else
