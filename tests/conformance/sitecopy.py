@@ -18,6 +18,7 @@ def prepare_www(repo_root):
         os.environ.setdefault("EMBER_WWW_LINKS", "0")
         return
     rel = os.path.join("target", "conformance-www-%d" % os.getpid())
+    _remove_stale(os.path.join(repo_root, "target"))
     base = os.path.join(repo_root, rel)
     shutil.rmtree(base, ignore_errors=True)
     www = os.path.join(base, "www")
@@ -36,3 +37,21 @@ def prepare_www(repo_root):
     atexit.register(shutil.rmtree, base, True)
     os.environ["EMBER_WWW"] = os.path.join(rel, "www")
     os.environ["EMBER_WWW_LINKS"] = links
+
+
+def _remove_stale(target):
+    """Copies left by runs that were killed before their exit handler ran."""
+    try:
+        names = os.listdir(target)
+    except OSError:
+        return
+    for name in names:
+        pid = name[len("conformance-www-"):] if name.startswith("conformance-www-") else ""
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(os.path.join(target, name), ignore_errors=True)
+        except OSError:
+            pass
