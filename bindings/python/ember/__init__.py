@@ -11,6 +11,7 @@
     app.run(8080)
 """
 
+from ._front import CACHE_HEADER, compression_codings
 from ._lib import candidates as library_candidates
 from .body import AsyncBodyStream, BodyStream
 from .errors import (BodyTooLarge, BodyTooSlow, ClientDisconnected, EmberError, ReadTimeout, StreamClosed,
@@ -27,7 +28,8 @@ __all__ = ["Server", "Request", "Response", "Headers", "Deferred", "EmberError",
            "WebSocket", "AsyncWebSocket", "sse",
            "ClientDisconnected", "StreamClosed", "WriteTimeout", "ReadTimeout", "WouldBlock", "BodyTooLarge",
            "BodyTooSlow", "WebSocketClosed",
-           "engine_version", "abi_version", "library_candidates"]
+           "engine_version", "abi_version", "library_candidates", "CACHE_HEADER",
+           "compression_codings"]
 
 __version__ = "0.1.0"
 

@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterable, Union
 
 from . import _lib
 from ._async import LoopRunner
+from ._front import FrontMixin
 from ._dispatch import engine_threads
 from ._native import _Native, offload_threads
 from .errors import check
@@ -86,7 +87,7 @@ _LIMIT_KEYS = {
 }
 
 
-class Server:
+class Server(FrontMixin):
     """An HTTP server running inside this process.
 
     ``Server(workers=0, dispatch="pool", pool_threads=0, loop=None, **limits)``
@@ -249,6 +250,7 @@ class Server:
                     native.add_route(r)
                 for endpoint in self._websockets:
                     native.add_websocket(endpoint)
+                self._apply_front(native.ptr)
                 addr = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
                 if reuse_port:
                     check(L.ember_server_listen_flags(native.ptr, addr.encode("ascii"), _lib.LISTEN_REUSE_PORT),
