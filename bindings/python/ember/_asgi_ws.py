@@ -4,8 +4,8 @@ connection's ``receive`` / ``send``, on top of the binding's WebSocket layer
 
 The engine does the upgrade, the framing, ping/pong and the close handshake. Its open
 callback (``ember_server_websocket`` on the same catch-all patterns as the HTTP route)
-reaches ``_wshub``, which starts ``_WebSocketCycle.run`` as a task on the server's loop
-(the ASGI server's borrowed loop). Messages from the engine's message callback wait in the
+reaches ``_wshub``, which starts ``_WebSocketCycle.run`` as a task on the ASGI server's
+loop (the one its HTTP requests borrow; a connection's task starts on the loop's thread). Messages from the engine's message callback wait in the
 connection's inbox (bounded: ``max_queue`` / ``max_queue_bytes``; a peer that overruns it
 while the app does not read is closed with 1008), handed over to the loop with
 ``call_soon_threadsafe``; ``websocket.send`` waits for the engine's writable notice while
@@ -38,9 +38,8 @@ class ClientDisconnected(OSError):
 
 
 def _text_headers(headers: Any) -> list[tuple[str, str]]:
-    # ASGI headers are bytes pairs; the binding's header writer takes text (Latin-1 maps
-    # every byte back to itself on the wire... for ASCII, which header names and almost
-    # every value are).
+    # ASGI headers are bytes pairs; the binding's header writer takes text (and writes it
+    # as UTF-8: ASCII, what header names and nearly all values are, goes out unchanged).
     out = []
     for name, value in headers or ():
         out.append((name.decode("latin-1") if isinstance(name, (bytes, bytearray)) else str(name),

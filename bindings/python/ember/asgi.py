@@ -19,15 +19,16 @@ Bodies:
   ``receive()`` hands it the next piece (``ember_request_read``, waiting for the READABLE
   event). GET, HEAD, DELETE and OPTIONS keep the buffered route: their (rare) body is in
   the info struct, one ``http.request`` event, no extra engine call.
-- WebSocket: the engine's open callback (``ember_server_websocket`` on the same catch-all
-  patterns as the HTTP route) builds a ``websocket`` scope like the HTTP one in
-  ``ASGIServer._make_callback`` and starts a ``_WebSocketCycle`` beside ``_HTTPCycle``:
-  ``websocket.connect`` first; ``websocket.accept`` -> ``ember_ws_accept`` (subprotocol
-  and headers), ``websocket.close`` before accepting -> ``ember_ws_reject`` (403);
-  messages from the engine's message callback go into an ``asyncio.Queue`` through the
-  borrowed loop (``BorrowableLoop.run``); ``websocket.send`` -> ``ember_ws_send``,
-  waiting for the writable event on ``EMBER_ERR_WOULD_BLOCK``; the close callback
-  delivers ``websocket.disconnect`` with its code.
+- WebSocket (``_asgi_ws.py``): the engine's open callback (``ember_server_websocket`` on
+  the same catch-all patterns as the HTTP route, through the binding's WebSocket layer,
+  ``_wshub`` / ``websocket.AsyncWebSocket``) builds a ``websocket`` scope and runs a
+  ``_WebSocketCycle`` as a task on the server's loop: ``websocket.connect`` first;
+  ``websocket.accept`` -> ``ember_ws_accept`` (subprotocol and headers);
+  ``websocket.close`` before accepting -> a 403 answer to the upgrade request; messages
+  from the engine's message callback wait in the connection's bounded inbox and reach the
+  loop through ``call_soon_threadsafe``; ``websocket.send`` -> ``ember_ws_send``, waiting
+  for the writable notice on ``EMBER_ERR_WOULD_BLOCK``; the close callback delivers
+  ``websocket.disconnect`` with its code and reason.
 """
 
 from __future__ import annotations
