@@ -213,6 +213,11 @@
 #define FLAG_WEBSOCKET 2
 
 /**
+ * `ember_request_info.flags`: the request came over TLS.
+ */
+#define FLAG_TLS 4
+
+/**
  * An HTTP server (opaque). Create with `ember_server_new`, free with `ember_server_free`.
  * Every function taking it is safe to call from any thread.
  */

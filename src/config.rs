@@ -93,12 +93,14 @@ impl Limits {
 }
 
 /// One listen address and how its socket is set up.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Listen {
     pub addr: SocketAddr,
     /// SO_REUSEPORT: several processes (or servers) share the port; the kernel spreads
     /// connections among them.
     pub reuse_port: bool,
+    /// A TLS listener's certificates (`Server::listen_tls`).
+    pub(crate) tls: Option<std::sync::Arc<crate::tls::TlsSite>>,
 }
 
 /// Everything fixed at start.
@@ -111,11 +113,13 @@ pub struct Config {
     /// Callback threads in pool mode; 0 means the default.
     pub pool_threads: usize,
     pub limits: Limits,
+    /// The access log and the metrics (both off by default).
+    pub(crate) observe: crate::observe::ObserveConfig,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config { listen: Vec::new(), workers: 0, dispatch: Dispatch::Pool, pool_threads: 0, limits: Limits::default() }
+        Config { listen: Vec::new(), workers: 0, dispatch: Dispatch::Pool, pool_threads: 0, limits: Limits::default(), observe: Default::default() }
     }
 }
 

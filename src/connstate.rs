@@ -8,6 +8,8 @@ use std::sync::Arc;
 
 pub(crate) struct ConnState {
     pub remote: String,
+    /// Came through a TLS listener.
+    pub secure: bool,
     pub is_h2: AtomicBool,
     /// Requests started whose answer hyper has not finished taking (the guard lives in
     /// the response body, so a long answer still being written counts).
@@ -33,9 +35,10 @@ pub(crate) struct ConnState {
 }
 
 impl ConnState {
-    pub fn new(remote: String, open: Box<dyn Send + Sync>) -> Arc<ConnState> {
+    pub fn new(remote: String, open: Box<dyn Send + Sync>, secure: bool) -> Arc<ConnState> {
         Arc::new(ConnState {
             remote,
+            secure,
             is_h2: AtomicBool::new(false),
             in_flight: AtomicU32::new(0),
             head_pending: AtomicBool::new(false),

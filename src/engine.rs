@@ -23,6 +23,8 @@ pub(crate) struct Run {
     /// Turns true when the server stops (WebSocket tasks close with 1001).
     pub shutdown: tokio::sync::watch::Receiver<bool>,
     pub hub: Arc<crate::ws::Hub>,
+    /// The access log and the metrics; None when both are off.
+    pub observe: Option<Arc<crate::observe::Observe>>,
 }
 
 impl Run {
@@ -62,6 +64,7 @@ impl Run {
             http2,
             shutdown,
             hub: Arc::default(),
+            observe: None,
         }
     }
 }

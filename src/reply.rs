@@ -17,6 +17,8 @@ pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 pub(crate) enum Reply {
     Full(Full),
     Stream(StreamBody),
+    /// Either of the others, timed and counted for the access log and the metrics.
+    Observed(Box<crate::observe::Observed>),
 }
 
 pub(crate) struct Full {
@@ -52,6 +54,7 @@ impl Body for Reply {
                 Ok(Frame::data(d))
             })),
             Reply::Stream(s) => Pin::new(s).poll_frame(cx),
+            Reply::Observed(o) => Pin::new(&mut **o).poll_frame(cx),
         }
     }
 
@@ -59,6 +62,7 @@ impl Body for Reply {
         match self {
             Reply::Full(f) => f.data.is_none(),
             Reply::Stream(s) => s.is_end_stream(),
+            Reply::Observed(o) => o.is_end_stream(),
         }
     }
 
@@ -66,6 +70,7 @@ impl Body for Reply {
         match self {
             Reply::Full(f) => SizeHint::with_exact(f.data.as_ref().map_or(0, |d| d.len() as u64)),
             Reply::Stream(s) => s.size_hint(),
+            Reply::Observed(o) => o.size_hint(),
         }
     }
 }

@@ -33,6 +33,9 @@ struct Running {
     pool: Option<Pool>,
     run: Arc<Run>,
     shutdown: watch::Sender<bool>,
+    /// Per listener, in listen order: its TLS state if it is a TLS listener.
+    #[cfg_attr(not(feature = "tls"), allow(dead_code))]
+    tls: Vec<Option<Arc<crate::tls::TlsSite>>>,
 }
 
 /// An HTTP server. All methods take `&self` and are safe to call from any thread.
@@ -63,7 +66,7 @@ impl Server {
         }
     }
 
-    fn configure<T>(&self, f: impl FnOnce(&mut Config, &mut Router, &mut Hooks) -> Result<T>) -> Result<T> {
+    pub(crate) fn configure<T>(&self, f: impl FnOnce(&mut Config, &mut Router, &mut Hooks) -> Result<T>) -> Result<T> {
         match &mut *self.phase.lock() {
             Phase::Configuring { config, router, hooks } => f(config, router, hooks),
             _ => Err(Error::new(ErrorKind::State, "the server was already started; options and routes are set before start")),
@@ -76,10 +79,32 @@ impl Server {
 
     /// `reuse_port`: SO_REUSEPORT, so that several processes can listen on one port.
     pub fn listen_with(&self, address: &str, reuse_port: bool) -> Result<()> {
+        self.add_listener(address, reuse_port, None)
+    }
+
+    pub(crate) fn add_listener(&self, address: &str, reuse_port: bool, tls: Option<Arc<crate::tls::TlsSite>>) -> Result<()> {
         let addr: SocketAddr = address.trim().parse().map_err(|_| {
             Error::new(ErrorKind::InvalidArg, format!("{address:?} is not an address like \"127.0.0.1:8080\" or \"[::1]:0\""))
         })?;
-        self.configure(|c, _, _| Ok(c.listen.push(Listen { addr, reuse_port })))
+        self.configure(|c, _, _| Ok(c.listen.push(Listen { addr, reuse_port, tls })))
+    }
+
+    /// Per listener, in listen order, its TLS state: those configured, or those running.
+    #[cfg_attr(not(feature = "tls"), allow(dead_code))]
+    pub(crate) fn tls_sites(&self) -> Vec<Option<Arc<crate::tls::TlsSite>>> {
+        match &*self.phase.lock() {
+            Phase::Configuring { config, .. } => config.listen.iter().map(|l| l.tls.clone()).collect(),
+            Phase::Running(r) => r.tls.clone(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The running server's access log and metrics (None when both are off).
+    pub(crate) fn observer(&self) -> Result<Option<Arc<crate::observe::Observe>>> {
+        match &*self.phase.lock() {
+            Phase::Running(r) => Ok(r.run.observe.clone()),
+            _ => Err(Error::new(ErrorKind::State, "the server is not running")),
+        }
     }
 
     pub fn set_workers(&self, workers: usize) -> Result<()> {
@@ -144,6 +169,10 @@ impl Server {
         self.counters.snapshot()
     }
 
+    pub(crate) fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
     /// The bound port of the `index`-th listen address (after start).
     pub fn port(&self, index: usize) -> Result<u16> {
         let ports = self.ports.lock();
@@ -158,18 +187,21 @@ impl Server {
     /// Binds every address and starts serving; returns once listening.
     pub fn start(&self) -> Result<()> {
         let mut phase = self.phase.lock();
-        let Phase::Configuring { config, .. } = &*phase else {
+        let Phase::Configuring { config, hooks, .. } = &*phase else {
             return Err(Error::new(ErrorKind::State, "start: the server was already started"));
         };
         if config.listen.is_empty() {
             return Err(Error::new(ErrorKind::State, "start: no listen address; call listen first"));
         }
         let (listeners, ports) = listener::bind_all(&config.listen)?;
+        // Before the configuration is given up: a file that cannot be opened leaves the
+        // server as it was, to be fixed and started again.
+        let observe = crate::observe::Observe::start(config, &self.counters, &self.logger(), hooks, self.id)?;
         crate::signals::ignore_sigpipe_if_default();
         let Phase::Configuring { config, router, hooks } = std::mem::replace(&mut *phase, Phase::Stopped) else {
             unreachable!()
         };
-        let running = self.launch(config, router, hooks, listeners)?;
+        let running = self.launch(config, router, hooks, listeners, observe)?;
         let log = running.run.log.clone();
         *self.ports.lock() = ports;
         *phase = Phase::Running(Box::new(running));
@@ -179,7 +211,14 @@ impl Server {
         Ok(())
     }
 
-    fn launch(&self, config: Config, router: Router, hooks: Hooks, listeners: Vec<std::net::TcpListener>) -> Result<Running> {
+    fn launch(
+        &self,
+        config: Config,
+        router: Router,
+        hooks: Hooks,
+        listeners: Vec<std::net::TcpListener>,
+        observe: Option<Arc<crate::observe::Observe>>,
+    ) -> Result<Running> {
         let log = self.logger();
         let runtime_error = |e: std::io::Error| Error::new(ErrorKind::Runtime, format!("start: cannot create threads: {e}"));
         let (start_hook, stop_hook) = (hooks.clone(), hooks.clone());
@@ -207,14 +246,17 @@ impl Server {
         };
         let (shutdown, shutdown_rx) = watch::channel(false);
         crate::exchange::register_server(&dispatcher);
-        let run = Arc::new(Run::new(self.id, router, limits.clone(), dispatcher, self.counters.clone(), log.clone(), shutdown_rx.clone()));
+        let mut run = Run::new(self.id, router, limits.clone(), dispatcher, self.counters.clone(), log.clone(), shutdown_rx.clone());
+        run.observe = observe;
+        let run = Arc::new(run);
         let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
-        for std_listener in listeners {
+        let tls: Vec<_> = config.listen.iter().map(|l| l.tls.clone()).collect();
+        for (std_listener, site) in listeners.into_iter().zip(tls.iter().cloned()) {
             let _enter = runtime.enter();
             let listener = tokio::net::TcpListener::from_std(std_listener).map_err(runtime_error)?;
-            runtime.spawn(listener::accept_loop(listener, run.clone(), shutdown_rx.clone(), slots.clone()));
+            runtime.spawn(listener::accept_loop(listener, run.clone(), shutdown_rx.clone(), slots.clone(), site));
         }
-        Ok(Running { runtime, pool, run, shutdown })
+        Ok(Running { runtime, pool, run, shutdown, tls })
     }
 
     /// Graceful stop: stop accepting, let in-flight requests finish, close idle
@@ -271,7 +313,7 @@ impl Server {
     }
 
     fn shut_down(&self, running: Running, timeout: Duration) {
-        let Running { runtime, mut pool, run, shutdown } = running;
+        let Running { runtime, mut pool, run, shutdown, .. } = running;
         let log = run.log.clone();
         let _ = shutdown.send(true);
         let deadline = Instant::now() + timeout;
@@ -288,6 +330,10 @@ impl Server {
         // Before the dispatcher goes: the close callbacks of what was force-closed run
         // on the pool (or here) while it still exists.
         crate::ws::purge_server(self.id);
+        // Every answer has ended with the runtime: its access log lines are all queued.
+        if let Some(observe) = &run.observe {
+            observe.finish();
+        }
         drop(run);
         if let Some(pool) = pool.as_mut() {
             pool.join();

@@ -28,10 +28,13 @@ use tokio::sync::oneshot;
 pub const FLAG_BODY_STREAMED: u32 = 1;
 /// `ember_request_info.flags`: a WebSocket upgrade request.
 pub const FLAG_WEBSOCKET: u32 = 2;
+/// `ember_request_info.flags`: the request came over TLS.
+pub const FLAG_TLS: u32 = 4;
 
 pub(crate) async fn handle(run: Arc<Run>, conn: Arc<ConnState>, req: http::Request<Incoming>) -> Result<http::Response<Reply>, Infallible> {
     let bodiless = !req.headers().contains_key(http::header::TRANSFER_ENCODING)
         && req.headers().get(CONTENT_LENGTH).is_none_or(|v| v.as_bytes() == b"0");
+    let begun = run.observe.as_ref().map(|o| o.begin(&req, &conn));
     let in_flight = conn.request_started(bodiless);
     run.counters.requests.fetch_add(1, Relaxed);
     let head_only = req.method() == Method::HEAD;
@@ -46,7 +49,11 @@ pub(crate) async fn handle(run: Arc<Run>, conn: Arc<ConnState>, req: http::Reque
         };
         tokio::spawn(ws::run(ws, on_upgrade, limits, run.shutdown.clone(), conn.clone()));
     }
-    Ok(to_response(answer, head_only, is_h2, in_flight))
+    let resp = to_response(answer, head_only, is_h2, in_flight);
+    Ok(match (&run.observe, begun) {
+        (Some(o), Some(b)) => crate::observe::wrap(o, b, resp),
+        _ => resp,
+    })
 }
 
 type Upgrade = Option<(Arc<WsConn>, hyper::upgrade::OnUpgrade)>;
@@ -59,6 +66,9 @@ async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incomi
     // hyper counts HTTP/1 headers itself (431); HTTP/2 only limits the list's size.
     if parts.headers.len() > run.limits.max_headers {
         return (canned(431, true), None);
+    }
+    if let Some(a) = run.observe.as_ref().and_then(|o| o.metrics_answer(&parts.method, parts.uri.path(), &run.counters)) {
+        return (a, None);
     }
     let upgrade = ws::wants_upgrade(&parts.headers);
     let (endpoint, route, params) = match run.router.find(&parts.method, parts.uri.path(), upgrade) {
@@ -104,7 +114,8 @@ async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incomi
     };
     let (id, rx) = registry::begin(run.server_id);
     let pending = Pending(id);
-    let flags = if streamed.is_some() { FLAG_BODY_STREAMED } else { 0 } | if ws_route.is_some() { FLAG_WEBSOCKET } else { 0 };
+    let flags = if streamed.is_some() { FLAG_BODY_STREAMED } else { 0 } | if ws_route.is_some() { FLAG_WEBSOCKET } else { 0 }
+        | if conn.secure { FLAG_TLS } else { 0 };
     let data = Arc::new(
         RequestData::new(Parts {
             id,

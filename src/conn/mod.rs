@@ -10,6 +10,7 @@ mod watchdog;
 use crate::connstate::ConnState;
 use crate::engine::Run;
 use crate::service;
+use crate::tls::TlsSite;
 use hyper_util::rt::TokioIo;
 use io::Watched;
 use std::net::SocketAddr;
@@ -26,13 +27,22 @@ use watchdog::{check, tick, Clock, Verdict};
 const POLITE_GRACE: Duration = Duration::from_secs(1);
 
 /// Serves one TCP connection until it closes, the watchdog ends it, or the runtime stops.
-pub(crate) async fn serve(stream: TcpStream, remote: SocketAddr, run: Arc<Run>, shutdown: watch::Receiver<bool>, open: Box<dyn Send + Sync>) {
-    let state = ConnState::new(remote.to_string(), open);
+/// `tls`: the connection is a TLS listener's (its handshake comes first).
+pub(crate) async fn serve(
+    stream: TcpStream,
+    remote: SocketAddr,
+    run: Arc<Run>,
+    shutdown: watch::Receiver<bool>,
+    open: Box<dyn Send + Sync>,
+    tls: Option<Arc<TlsSite>>,
+) {
+    let secure = tls.is_some();
+    let state = ConnState::new(remote.to_string(), open, secure);
     let raw = rawsock::raw_of(&stream);
     let polite = Arc::new(Notify::new());
     let mut clock = Clock::new();
     let last_word = {
-        let work = drive_tcp(stream, state.clone(), run.clone(), shutdown, polite.clone());
+        let work = drive_any(stream, tls, state.clone(), run.clone(), shutdown, polite.clone());
         tokio::pin!(work);
         let sleep = tokio::time::sleep(Duration::from_secs(3600));
         tokio::pin!(sleep);
@@ -59,6 +69,9 @@ pub(crate) async fn serve(stream: TcpStream, remote: SocketAddr, run: Arc<Run>, 
                     sleep.as_mut().reset(tokio::time::Instant::now() + POLITE_GRACE);
                 }
                 Verdict::Idle | Verdict::Close => break None,
+                // The raw socket of a TLS connection carries records, not text: a
+                // plaintext 408 there would be garbage to the client, so it is only closed.
+                Verdict::Timeout408 if secure => break None,
                 // Taken while hyper still owns the socket; used once hyper is dropped.
                 Verdict::Timeout408 => break rawsock::duplicate(raw).ok(),
             }
@@ -72,6 +85,16 @@ pub(crate) async fn serve(stream: TcpStream, remote: SocketAddr, run: Arc<Run>, 
     if let Some(sock) = last_word {
         run.counters.status(408);
         rawsock::send_408(sock).await;
+    }
+}
+
+async fn drive_any(stream: TcpStream, tls: Option<Arc<TlsSite>>, state: Arc<ConnState>, run: Arc<Run>, shutdown: watch::Receiver<bool>, polite: Arc<Notify>) {
+    match tls {
+        #[cfg(feature = "tls")]
+        Some(site) => crate::tls::accept::drive_tls(stream, site, state, run, shutdown, polite).await,
+        #[cfg(not(feature = "tls"))]
+        Some(never) => match *never {},
+        None => drive_tcp(stream, state, run, shutdown, polite).await,
     }
 }
 
