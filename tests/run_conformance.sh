@@ -32,8 +32,9 @@ if [ -z "$app" ]; then
     exit 2
 fi
 
-if ! "$PYTHON" -c "import pytest, requests" >/dev/null 2>&1; then
-    "$PYTHON" -m pip install -q pytest requests || exit 2
+# httpx + h2 (HTTP/2 over ALPN) and websockets (wss) for the TLS tests.
+if ! "$PYTHON" -c "import pytest, requests, httpx, h2, websockets" >/dev/null 2>&1; then
+    "$PYTHON" -m pip install -q pytest requests "httpx[http2]" websockets || exit 2
 fi
 
 cd "$root" || exit 2
