@@ -16,8 +16,9 @@ from .errors import EmberError
 from .request import Deferred, Headers, Request
 from .response import Response
 from .server import Server
+from .tls import TlsConfig
 
-__all__ = ["Server", "Request", "Response", "Headers", "Deferred", "EmberError",
+__all__ = ["Server", "Request", "Response", "Headers", "Deferred", "EmberError", "TlsConfig",
            "engine_version", "abi_version", "library_candidates"]
 
 __version__ = "0.1.0"

@@ -28,6 +28,7 @@ from ._dispatch import (LOG_CB, THREAD_START_CB, THREAD_STOP_CB, engine_min_leve
                         make_dispatch)
 from .errors import EmberError, check
 from .request import Request
+from .tls import TlsMixin, pop_options as _tls_options
 
 log = logging.getLogger("ember")
 
@@ -178,7 +179,7 @@ _LIMIT_KEYS = {
 }
 
 
-class Server:
+class Server(TlsMixin):
     """An HTTP server running inside this process.
 
     ``Server(workers=0, dispatch="pool", pool_threads=0, loop=None, **limits)``
@@ -194,6 +195,8 @@ class Server:
       and ``max_headers`` (431), ``max_connections``, and in seconds
       ``header_timeout`` (408), ``idle_timeout``, ``handler_timeout`` (503); 0 turns a
       timeout off.
+    - ``access_log``, ``access_log_format``, ``metrics_path``; TLS listeners with
+      ``listen_tls``: see ``ember.tls.TlsMixin``.
 
     Register routes with ``@app.get(path)``, ``@app.post(path)``, ``@app.route(methods,
     path)`` before ``start()``; patterns take ``{name}`` parameters and a trailing
@@ -208,6 +211,9 @@ class Server:
         self.dispatch = dispatch
         self.pool_threads = pool_threads
         self._limits: dict[int, int] = {}
+        self._extras = _tls_options(limits)
+        self._tls_listeners: list = []
+        self._tls_ports: list = []
         for key, value in limits.items():
             if key not in _LIMIT_KEYS:
                 raise TypeError(f"ember: unknown option {key!r}")
@@ -301,12 +307,14 @@ class Server:
                           "ember_server_listen_flags")
                 else:
                     check(L.ember_server_listen(native.ptr, addr.encode("ascii")), "ember_server_listen")
+                self._configure_extras(native.ptr)
                 # Started before the engine so a request for a coroutine never waits for it;
                 # cheap when unused (one idle thread), and needed anyway for awaitable results.
                 runner.start()
                 check(L.ember_server_start(native.ptr), "ember_server_start")
                 out = c_uint16()
                 check(L.ember_server_port(native.ptr, 0, byref(out)), "ember_server_port")
+                self._started_extras(native.ptr)
             except BaseException:
                 L.ember_server_stop(native.ptr, 0)
                 native.free()
