@@ -243,3 +243,14 @@ def test_metrics_count_tls_handshakes(tls_app, pki):
     assert r.status == 200, text
     m = re.search(r"^ember_tls_handshakes_total (\d+)$", text, re.M)
     assert m and int(m.group(1)) >= 1, text
+
+
+def test_a_certificate_that_cannot_be_read_stops_the_app_naming_the_file(app, pki, tmp_path):
+    import shlex
+    missing = str(tmp_path / "no-such-cert.pem")
+    env = dict(os.environ, EMBER_TLS_CERT=missing, EMBER_TLS_KEY=pki["key"])
+    p = subprocess.run(shlex.split(app.cmdline) + ["0"], env=env, capture_output=True, timeout=60,
+                       cwd=os.path.join(os.path.dirname(__file__), "..", ".."), stdin=subprocess.DEVNULL)
+    assert p.returncode == 1, (p.returncode, p.stdout, p.stderr)
+    assert b"listening on" not in p.stdout
+    assert missing.encode() in p.stderr, p.stderr[-2000:]
