@@ -93,7 +93,7 @@ impl ConnState {
         }
         self.requests.fetch_add(1, Relaxed);
         self.events.fetch_add(1, Relaxed);
-        InFlight { conn: self.clone(), bodiless }
+        InFlight { conn: self.clone(), bodiless, observed: None }
     }
 }
 
@@ -101,6 +101,19 @@ impl ConnState {
 pub(crate) struct InFlight {
     conn: Arc<ConnState>,
     bodiless: bool,
+    /// The access log's and the metrics' record of the request (when either is on); it is
+    /// written when this guard goes, with the answer.
+    pub(crate) observed: Option<Box<crate::observe::Observed>>,
+}
+
+impl InFlight {
+    /// Counts answer body bytes handed to hyper (for the access log).
+    #[inline]
+    pub(crate) fn sent(&mut self, n: usize) {
+        if let Some(o) = &mut self.observed {
+            o.bytes += n as u64;
+        }
+    }
 }
 
 impl Drop for InFlight {

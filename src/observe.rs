@@ -1,7 +1,8 @@
 //! Where the request path meets the access log and the metrics. With both off the
 //! request path only tests `Run::observe` for None; with either on, a request is timed
 //! from its complete head until hyper has taken the last byte of its answer (or dropped
-//! it), which is when its line is written and its duration counted.
+//! it): its record rides in the request's in-flight guard, which the answer's body holds,
+//! and is written when that guard goes.
 
 use crate::accesslog::{AccessLog, AccessLogConfig, Record};
 use crate::config::Config;
@@ -10,16 +11,12 @@ use crate::dispatch::Hooks;
 use crate::error::Result;
 use crate::log::Logger;
 use crate::metrics::{Metrics, StatusCodes};
-use crate::reply::{BoxError, Reply};
 use crate::request::Answer;
 use crate::stats::Counters;
 use bytes::Bytes;
 use http::header::{HeaderValue, ALLOW, CACHE_CONTROL, CONTENT_TYPE, REFERER, USER_AGENT};
 use http::{Method, Version};
-use hyper::body::{Body, Frame, SizeHint};
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::{Instant, SystemTime};
 
 /// What the access log and the metrics need.
@@ -66,6 +63,11 @@ impl Observe {
             })
         });
         Begun { start: Instant::now(), line }
+    }
+
+    /// The record that goes with the answer (in its in-flight guard).
+    pub fn observed(self: &Arc<Self>, begun: Begun, status: u16) -> Box<Observed> {
+        Box::new(Observed { begun, status, bytes: 0, observe: self.clone() })
     }
 
     /// The exposition, when `path` is the metrics path.
@@ -160,20 +162,13 @@ pub(crate) struct Begun {
     line: Option<Box<Line>>,
 }
 
-/// The answer's body, counted; its end is the request's end.
+/// A request whose answer is under way; dropped (with the request's in-flight guard) when
+/// hyper has taken the answer's last byte or given up on it.
 pub(crate) struct Observed {
-    inner: Reply,
     begun: Begun,
     status: u16,
-    bytes: u64,
+    pub bytes: u64,
     observe: Arc<Observe>,
-}
-
-/// Wraps the answer so that its end is seen.
-pub(crate) fn wrap(observe: &Arc<Observe>, begun: Begun, resp: http::Response<Reply>) -> http::Response<Reply> {
-    let status = resp.status().as_u16();
-    let observe = observe.clone();
-    resp.map(|inner| Reply::Observed(Box::new(Observed { inner, begun, status, bytes: 0, observe })))
 }
 
 impl Drop for Observed {
@@ -186,29 +181,5 @@ impl Drop for Observed {
             let Line { when, remote, method, target, version, referer, user_agent, tls } = *line;
             access.send(Record { when, remote, method, target, version, status: self.status, bytes: self.bytes, took, referer, user_agent, tls });
         }
-    }
-}
-
-impl Body for Observed {
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<std::result::Result<Frame<Bytes>, BoxError>>> {
-        let this = self.get_mut();
-        let res = Pin::new(&mut this.inner).poll_frame(cx);
-        if let Poll::Ready(Some(Ok(frame))) = &res {
-            if let Some(d) = frame.data_ref() {
-                this.bytes += d.len() as u64;
-            }
-        }
-        res
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
     }
 }

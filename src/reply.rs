@@ -17,8 +17,6 @@ pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 pub(crate) enum Reply {
     Full(Full),
     Stream(StreamBody),
-    /// Either of the others, timed and counted for the access log and the metrics.
-    Observed(Box<crate::observe::Observed>),
 }
 
 pub(crate) struct Full {
@@ -51,10 +49,12 @@ impl Body for Reply {
         match self.get_mut() {
             Reply::Full(f) => Poll::Ready(f.data.take().map(|d| {
                 f.taken = true;
+                if let Some(i) = &mut f._in_flight {
+                    i.sent(d.len());
+                }
                 Ok(Frame::data(d))
             })),
             Reply::Stream(s) => Pin::new(s).poll_frame(cx),
-            Reply::Observed(o) => Pin::new(&mut **o).poll_frame(cx),
         }
     }
 
@@ -62,7 +62,6 @@ impl Body for Reply {
         match self {
             Reply::Full(f) => f.data.is_none(),
             Reply::Stream(s) => s.is_end_stream(),
-            Reply::Observed(o) => o.is_end_stream(),
         }
     }
 
@@ -70,7 +69,6 @@ impl Body for Reply {
         match self {
             Reply::Full(f) => SizeHint::with_exact(f.data.as_ref().map_or(0, |d| d.len() as u64)),
             Reply::Stream(s) => s.size_hint(),
-            Reply::Observed(o) => o.size_hint(),
         }
     }
 }

@@ -35,7 +35,7 @@ pub(crate) async fn handle(run: Arc<Run>, conn: Arc<ConnState>, req: http::Reque
     let bodiless = !req.headers().contains_key(http::header::TRANSFER_ENCODING)
         && req.headers().get(CONTENT_LENGTH).is_none_or(|v| v.as_bytes() == b"0");
     let begun = run.observe.as_ref().map(|o| o.begin(&req, &conn));
-    let in_flight = conn.request_started(bodiless);
+    let mut in_flight = conn.request_started(bodiless);
     run.counters.requests.fetch_add(1, Relaxed);
     let head_only = req.method() == Method::HEAD;
     let is_h2 = req.version() == Version::HTTP_2;
@@ -49,11 +49,10 @@ pub(crate) async fn handle(run: Arc<Run>, conn: Arc<ConnState>, req: http::Reque
         };
         tokio::spawn(ws::run(ws, on_upgrade, limits, run.shutdown.clone(), conn.clone()));
     }
-    let resp = to_response(answer, head_only, is_h2, in_flight);
-    Ok(match (&run.observe, begun) {
-        (Some(o), Some(b)) => crate::observe::wrap(o, b, resp),
-        _ => resp,
-    })
+    if let (Some(o), Some(b)) = (&run.observe, begun) {
+        in_flight.observed = Some(o.observed(b, answer.status));
+    }
+    Ok(to_response(answer, head_only, is_h2, in_flight))
 }
 
 type Upgrade = Option<(Arc<WsConn>, hyper::upgrade::OnUpgrade)>;

@@ -5,6 +5,7 @@
 mod io;
 mod rawsock;
 mod sniff;
+pub(crate) mod stream;
 mod watchdog;
 
 use crate::connstate::ConnState;
@@ -103,7 +104,7 @@ async fn drive_tcp(stream: TcpStream, state: Arc<ConnState>, run: Arc<Run>, shut
         Ok(Some(h2)) => h2,
         _ => return,
     };
-    drive(stream, is_h2, state, run, shutdown, polite).await
+    drive(stream::Stream::Plain(stream), is_h2, state, run, shutdown, polite).await
 }
 
 /// Runs hyper over any byte stream whose protocol is known.

@@ -36,7 +36,7 @@ pub(crate) async fn drive_tls(stream: TcpStream, site: Arc<TlsSite>, state: Arc<
     run.counters.tls_handshakes.fetch_add(1, Relaxed);
     let is_h2 = cfg!(feature = "http2") && tls.get_ref().1.alpn_protocol() == Some(b"h2");
     let io = FlushWatch { inner: tls, state: state.clone() };
-    conn::drive(io, is_h2, state, run, shutdown, polite).await
+    conn::drive(conn::stream::Stream::Tls(Box::new(io)), is_h2, state, run, shutdown, polite).await
 }
 
 /// Tells the watchdog when a flush cannot finish. rustls takes what hyper writes into its
