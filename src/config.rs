@@ -10,6 +10,11 @@ pub enum Dispatch {
     Inline,
     /// On a bounded pool of long-lived threads: blocking handlers are safe.
     Pool,
+    /// On the I/O thread while that is safe, else on the pool: the runtime keeps one I/O
+    /// thread more than `workers`, at most `workers` handlers run inline at once, and the
+    /// rest go to the pool. A handler that blocks only holds its own I/O thread; the spare
+    /// one serves everything else.
+    Auto,
 }
 
 /// Limits; every one has a safe default. A zero `Duration` turns that timeout off.
@@ -99,6 +104,8 @@ pub struct Listen {
     /// SO_REUSEPORT: several processes (or servers) share the port; the kernel spreads
     /// connections among them.
     pub reuse_port: bool,
+    /// Every connection starts with a PROXY protocol header (v1 or v2) naming the client.
+    pub proxy_protocol: bool,
     /// A TLS listener's certificates (`Server::listen_tls`).
     pub(crate) tls: Option<std::sync::Arc<crate::tls::TlsSite>>,
 }
@@ -113,13 +120,26 @@ pub struct Config {
     /// Callback threads in pool mode; 0 means the default.
     pub pool_threads: usize,
     pub limits: Limits,
+    /// A path the engine answers itself: 200 `{"status": "ok"}`, 503 while draining.
+    pub health_path: Option<String>,
+    /// Proxies whose PROXY headers and Forwarded / X-Forwarded-* headers are believed.
+    pub trusted_proxies: crate::proxy::Trusted,
     /// The access log and the metrics (both off by default).
     pub(crate) observe: crate::observe::ObserveConfig,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config { listen: Vec::new(), workers: 0, dispatch: Dispatch::Pool, pool_threads: 0, limits: Limits::default(), observe: Default::default() }
+        Config {
+            listen: Vec::new(),
+            workers: 0,
+            dispatch: Dispatch::Auto,
+            pool_threads: 0,
+            limits: Limits::default(),
+            health_path: None,
+            trusted_proxies: Default::default(),
+            observe: Default::default(),
+        }
     }
 }
 
@@ -130,6 +150,11 @@ pub(crate) fn cores() -> usize {
 impl Config {
     pub(crate) fn worker_threads(&self) -> usize {
         if self.workers == 0 { cores() } else { self.workers }
+    }
+
+    /// I/O threads the runtime really runs: auto dispatch keeps one spare.
+    pub(crate) fn runtime_threads(&self) -> usize {
+        self.worker_threads() + usize::from(self.dispatch == Dispatch::Auto)
     }
     /// Enough threads that a few blocking handlers do not stall the rest.
     pub(crate) fn pool_size(&self) -> usize {

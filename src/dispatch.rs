@@ -10,6 +10,7 @@
 use crate::handler::{self, Handler, Request};
 use crate::log::Logger;
 use crate::registry;
+use crate::sysmon::{InlineSlot, InlineSlots};
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use parking_lot::Mutex;
 use std::collections::VecDeque;
@@ -51,7 +52,10 @@ pub(crate) type Callback = Box<dyn FnOnce() + Send>;
 
 enum Mode {
     Inline,
-    Pool { requests: Sender<Job>, callbacks: Sender<Callback> },
+    /// `inline_budget` > 0 (auto dispatch): up to that many handlers run on I/O threads at
+    /// once, and the runtime has one I/O thread more, so one is always free to serve the
+    /// other connections while handlers block; past the budget, handlers go to the pool.
+    Pool { requests: Sender<Job>, callbacks: Sender<Callback>, inline: Option<Arc<InlineSlots>> },
 }
 
 /// What connections and mailboxes hand their work to. Mailboxes hold it weakly: once
@@ -76,6 +80,22 @@ impl Dispatcher {
 
     pub fn is_inline(&self) -> bool {
         matches!(self.mode, Mode::Inline)
+    }
+
+    /// Auto dispatch: a slot to run this handler on the calling I/O thread, if one is free.
+    pub fn try_inline(&self) -> Option<InlineSlot<'_>> {
+        match &self.mode {
+            Mode::Pool { inline: Some(slots), .. } => slots.take(),
+            _ => None,
+        }
+    }
+
+    /// The inline slots of auto dispatch, for the monitor.
+    pub fn inline_slots(&self) -> Option<&Arc<InlineSlots>> {
+        match &self.mode {
+            Mode::Pool { inline, .. } => inline.as_ref(),
+            Mode::Inline => None,
+        }
     }
 
     /// Hands a request to the pool (pool mode only).
@@ -161,7 +181,17 @@ pub(crate) struct Pool {
 }
 
 impl Pool {
-    pub fn start(size: usize, queue: usize, stream_queue: usize, server_id: u64, hooks: Hooks, log: Logger) -> std::io::Result<(Pool, Arc<Dispatcher>)> {
+    /// `inline_budget`: handlers that may run inline at once (auto dispatch), 0 for none.
+    pub fn start(
+        size: usize,
+        queue: usize,
+        stream_queue: usize,
+        inline_budget: usize,
+        handler_timeout: std::time::Duration,
+        server_id: u64,
+        hooks: Hooks,
+        log: Logger,
+    ) -> std::io::Result<(Pool, Arc<Dispatcher>)> {
         let (req_tx, req_rx) = crossbeam_channel::bounded::<Job>(queue.max(1));
         let (cb_tx, cb_rx) = crossbeam_channel::unbounded::<Callback>();
         let mut pool = Pool { threads: Vec::with_capacity(size) };
@@ -183,7 +213,9 @@ impl Pool {
                 }
             }
         }
-        let dispatcher = Arc::new(Dispatcher { server_id, mode: Mode::Pool { requests: req_tx, callbacks: cb_tx }, stream_queue });
+        let inline = (inline_budget > 0).then(|| InlineSlots::new(inline_budget, handler_timeout));
+        let mode = Mode::Pool { requests: req_tx, callbacks: cb_tx, inline };
+        let dispatcher = Arc::new(Dispatcher { server_id, mode, stream_queue });
         Ok((pool, dispatcher))
     }
 

@@ -9,12 +9,14 @@ thread_local! {
     static ENGINE_OF: Cell<u64> = const { Cell::new(0) };
     /// The server whose callback this thread runs right now (0 = none).
     static CURRENT: Cell<u64> = const { Cell::new(0) };
-    /// An I/O worker: it must never block (it drives every connection it holds).
+    /// An I/O worker of an inline-dispatch server: it must never block (it drives every
+    /// connection it holds).
     static IO_THREAD: Cell<bool> = const { Cell::new(false) };
 }
 
-pub(crate) fn mark_io_thread() {
-    IO_THREAD.with(|c| c.set(true));
+/// `strict`: blocking waits are refused here (inline dispatch).
+pub(crate) fn mark_io_thread(strict: bool) {
+    IO_THREAD.with(|c| c.set(strict));
 }
 
 pub(crate) fn on_io_thread() -> bool {

@@ -74,6 +74,7 @@ const LOG_EVERY: Duration = Duration::from_secs(10);
 /// `tls`: the listener's TLS state, for a TLS listener.
 pub(crate) async fn accept_loop(
     listener: tokio::net::TcpListener,
+    proxy_protocol: bool,
     run: Arc<Run>,
     mut shutdown: watch::Receiver<bool>,
     slots: Arc<Semaphore>,
@@ -105,7 +106,7 @@ pub(crate) async fn accept_loop(
                 run.counters.active_connections.fetch_add(1, Relaxed);
                 tokio::spawn(async move {
                     let open = Box::new(OpenConnection(run.counters.clone(), permit));
-                    conn::serve(stream, remote, run, shutdown, open, tls).await;
+                    conn::serve(stream, remote, proxy_protocol, run, shutdown, open, tls).await;
                 });
             }
             Err(e) if per_connection(&e) => continue,

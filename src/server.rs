@@ -30,6 +30,7 @@ enum Phase {
 
 struct Running {
     runtime: tokio::runtime::Runtime,
+    sysmon: Option<crate::sysmon::Sysmon>,
     pool: Option<Pool>,
     run: Arc<Run>,
     shutdown: watch::Sender<bool>,
@@ -79,14 +80,20 @@ impl Server {
 
     /// `reuse_port`: SO_REUSEPORT, so that several processes can listen on one port.
     pub fn listen_with(&self, address: &str, reuse_port: bool) -> Result<()> {
-        self.add_listener(address, reuse_port, None)
+        self.listen_spec(address, reuse_port, false)
     }
 
-    pub(crate) fn add_listener(&self, address: &str, reuse_port: bool, tls: Option<Arc<crate::tls::TlsSite>>) -> Result<()> {
+    /// `proxy_protocol`: connections on this address start with a PROXY header (from a
+    /// load balancer) that names the client.
+    pub fn listen_spec(&self, address: &str, reuse_port: bool, proxy_protocol: bool) -> Result<()> {
+        self.add_listener(address, reuse_port, proxy_protocol, None)
+    }
+
+    pub(crate) fn add_listener(&self, address: &str, reuse_port: bool, proxy_protocol: bool, tls: Option<Arc<crate::tls::TlsSite>>) -> Result<()> {
         let addr: SocketAddr = address.trim().parse().map_err(|_| {
             Error::new(ErrorKind::InvalidArg, format!("{address:?} is not an address like \"127.0.0.1:8080\" or \"[::1]:0\""))
         })?;
-        self.configure(|c, _, _| Ok(c.listen.push(Listen { addr, reuse_port, tls })))
+        self.configure(|c, _, _| Ok(c.listen.push(Listen { addr, reuse_port, proxy_protocol, tls })))
     }
 
     /// Per listener, in listen order, its TLS state: those configured, or those running.
@@ -105,6 +112,17 @@ impl Server {
             Phase::Running(r) => Ok(r.run.observe.clone()),
             _ => Err(Error::new(ErrorKind::State, "the server is not running")),
         }
+    }
+
+    /// Believes PROXY headers and Forwarded / X-Forwarded-For / X-Forwarded-Proto from
+    /// peers in `cidr` ("10.0.0.0/8", "127.0.0.1", "::1/128"). Before start.
+    pub fn add_trusted_proxy(&self, cidr: &str) -> Result<()> {
+        let cidr = cidr.trim();
+        let net: ipnet::IpNet = cidr
+            .parse()
+            .or_else(|_| cidr.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+            .map_err(|_| Error::new(ErrorKind::InvalidArg, format!("{cidr:?} is not an address or network like \"10.0.0.0/8\"")))?;
+        self.configure(|c, _, _| Ok(c.trusted_proxies.0.push(net)))
     }
 
     pub fn set_workers(&self, workers: usize) -> Result<()> {
@@ -223,13 +241,16 @@ impl Server {
         let runtime_error = |e: std::io::Error| Error::new(ErrorKind::Runtime, format!("start: cannot create threads: {e}"));
         let (start_hook, stop_hook) = (hooks.clone(), hooks.clone());
         let id = self.id;
+        // Only inline dispatch forbids blocking waits on I/O threads: with auto dispatch a
+        // spare I/O thread serves the others while one blocks.
+        let strict = config.dispatch == Dispatch::Inline;
         let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(config.worker_threads())
+            .worker_threads(config.runtime_threads())
             .thread_name("ember-io")
             .enable_all()
             .on_thread_start(move || {
                 inside::mark_engine_thread(id);
-                inside::mark_io_thread();
+                inside::mark_io_thread(strict);
                 start_hook.start()
             })
             .on_thread_stop(move || stop_hook.stop())
@@ -238,25 +259,52 @@ impl Server {
         let limits = config.limits.clamped();
         let (pool, dispatcher) = match config.dispatch {
             Dispatch::Inline => (None, Dispatcher::inline(self.id, limits.stream_queue_bytes)),
-            Dispatch::Pool => {
+            Dispatch::Pool | Dispatch::Auto => {
+                let inline_budget = if config.dispatch == Dispatch::Auto { config.worker_threads() } else { 0 };
                 let (pool, dispatcher) =
-                    Pool::start(config.pool_size(), limits.max_queued, limits.stream_queue_bytes, self.id, hooks, log.clone()).map_err(runtime_error)?;
+                    Pool::start(
+                    config.pool_size(),
+                    limits.max_queued,
+                    limits.stream_queue_bytes,
+                    inline_budget,
+                    limits.handler_timeout,
+                    self.id,
+                    hooks,
+                    log.clone(),
+                )
+                        .map_err(runtime_error)?;
                 (Some(pool), dispatcher)
             }
         };
         let (shutdown, shutdown_rx) = watch::channel(false);
         crate::exchange::register_server(&dispatcher);
-        let mut run = Run::new(self.id, router, limits.clone(), dispatcher, self.counters.clone(), log.clone(), shutdown_rx.clone());
+        let mut run = Run::new(
+            self.id,
+            router,
+            limits.clone(),
+            dispatcher,
+            self.counters.clone(),
+            log.clone(),
+            shutdown_rx.clone(),
+            config.health_path.clone(),
+            config.trusted_proxies.clone(),
+        );
         run.observe = observe;
         let run = Arc::new(run);
         let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
-        let tls: Vec<_> = config.listen.iter().map(|l| l.tls.clone()).collect();
-        for (std_listener, site) in listeners.into_iter().zip(tls.iter().cloned()) {
+        runtime.spawn(crate::trim::watch(self.counters.clone(), shutdown_rx.clone()));
+        for (std_listener, spec) in listeners.into_iter().zip(&config.listen) {
             let _enter = runtime.enter();
             let listener = tokio::net::TcpListener::from_std(std_listener).map_err(runtime_error)?;
-            runtime.spawn(listener::accept_loop(listener, run.clone(), shutdown_rx.clone(), slots.clone(), site));
+            let accept = listener::accept_loop(listener, spec.proxy_protocol, run.clone(), shutdown_rx.clone(), slots.clone(), spec.tls.clone());
+            runtime.spawn(accept);
         }
-        Ok(Running { runtime, pool, run, shutdown, tls })
+        let tls = config.listen.iter().map(|l| l.tls.clone()).collect();
+        let sysmon = match run.dispatcher.inline_slots() {
+            Some(slots) => Some(crate::sysmon::Sysmon::start(slots, runtime.handle().clone()).map_err(runtime_error)?),
+            None => None,
+        };
+        Ok(Running { runtime, sysmon, pool, run, shutdown, tls })
     }
 
     /// Graceful stop: stop accepting, let in-flight requests finish, close idle
@@ -313,7 +361,7 @@ impl Server {
     }
 
     fn shut_down(&self, running: Running, timeout: Duration) {
-        let Running { runtime, mut pool, run, shutdown, .. } = running;
+        let Running { runtime, sysmon, mut pool, run, shutdown, .. } = running;
         let log = run.log.clone();
         let _ = shutdown.send(true);
         let deadline = Instant::now() + timeout;
@@ -326,6 +374,10 @@ impl Server {
         }
         // Dropping the runtime drops every connection and waits for its worker threads,
         // so no inline callback is still running afterwards.
+        // Until here handlers may still block an I/O thread and need the monitor.
+        if let Some(m) = sysmon {
+            m.stop();
+        }
         drop_runtime(runtime);
         // Before the dispatcher goes: the close callbacks of what was force-closed run
         // on the pool (or here) while it still exists.
@@ -365,6 +417,27 @@ impl Server {
                     }
                 }
             }
+        }
+    }
+
+    /// A path the engine answers itself (GET/HEAD): 200 `{"status": "ok"}`, or 503 while
+    /// draining. Before start.
+    pub fn set_health_path(&self, path: &str) -> Result<()> {
+        if !path.starts_with('/') {
+            return Err(Error::new(ErrorKind::InvalidArg, format!("health path {path:?} must start with '/'")));
+        }
+        self.configure(|c, _, _| Ok(c.health_path = Some(path.to_owned())))
+    }
+
+    /// Starts draining: the health path answers 503 and HTTP/1 answers close their
+    /// connections, while the server goes on serving until `stop`. Idempotent.
+    pub fn drain(&self) -> Result<()> {
+        match &*self.phase.lock() {
+            Phase::Running(r) => {
+                r.run.health.drain();
+                Ok(())
+            }
+            _ => Err(Error::new(ErrorKind::State, "drain: the server is not running")),
         }
     }
 

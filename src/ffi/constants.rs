@@ -5,7 +5,9 @@ use super::types::ember_result;
 /// The ABI version; bumped when functions are added (nothing is ever removed).
 /// 2: `ember_request_info` and `ember_stats` start with their size, `ember_request_get_info`
 /// and `ember_server_stats` take the caller's struct size, `ember_server_listen_flags`,
-/// limits 8-11. 3: streamed answers and bodies, request events, WebSocket, limits 12-17.
+/// limits 8-11. 3: streamed answers and bodies, request events, WebSocket, limits 12-17,
+/// auto dispatch, health path and drain, trusted proxies and the PROXY protocol,
+/// `ember_request_info.scheme` and `.peer_addr`.
 pub const EMBER_ABI_VERSION: u32 = 3;
 
 /// Success.
@@ -44,8 +46,12 @@ pub const EMBER_ERR_TOO_LARGE: ember_result = -15;
 
 /// Handlers run on the I/O worker thread: fastest; a handler must not block.
 pub const EMBER_DISPATCH_INLINE: i32 = 0;
-/// Default: handlers run on a bounded pool of long-lived threads; blocking is safe.
+/// Handlers run on a bounded pool of long-lived threads; blocking is safe.
 pub const EMBER_DISPATCH_POOL: i32 = 1;
+/// Default: handlers run on the I/O thread while one more I/O thread stays free, else on
+/// the pool: blocking is safe (a blocked handler holds only its own I/O thread), and fast
+/// handlers pay no thread hand-off.
+pub const EMBER_DISPATCH_AUTO: i32 = 2;
 
 /// Request head size limit in bytes (default 16384) → 431.
 pub const EMBER_LIMIT_MAX_HEADER_BYTES: i32 = 1;
@@ -93,6 +99,10 @@ pub const EMBER_LIMIT_MAX_STREAM_BODY_BYTES: i32 = 17;
 
 /// `ember_server_listen_flags`: SO_REUSEPORT, several processes share the port.
 pub const EMBER_LISTEN_REUSE_PORT: u32 = 1;
+/// `ember_server_listen_flags`: every connection starts with a PROXY protocol header (v1 or
+/// v2, as HAProxy or nginx `proxy_protocol on` send it) naming the client; a connection
+/// without one is closed. With trusted proxies configured, only they may connect here.
+pub const EMBER_LISTEN_PROXY_PROTOCOL: u32 = 2;
 
 /// `ember_server_route_flags`: the handler reads the body in pieces (`ember_request_read`).
 pub const EMBER_ROUTE_STREAM_BODY: u32 = 1;

@@ -7,7 +7,7 @@
 
 use super::args::{self, c_str, non_null};
 use super::boundary::guard;
-use super::constants::EMBER_LISTEN_REUSE_PORT;
+use super::constants::{EMBER_LISTEN_PROXY_PROTOCOL, EMBER_LISTEN_REUSE_PORT};
 use super::server::{ember_server, get};
 use super::types::ember_result;
 use crate::error::{Error, ErrorKind, Result};
@@ -111,7 +111,8 @@ pub unsafe extern "C" fn ember_tls_config_add_cert_pem(
     })
 }
 
-/// Adds a TLS listener: like `ember_server_listen_flags` (same flags), serving HTTPS
+/// Adds a TLS listener: like `ember_server_listen_flags` (same flags; with
+/// `EMBER_LISTEN_PROXY_PROTOCOL` the PROXY header comes before the handshake), serving HTTPS
 /// with the certificates of `tls_config`, which is copied (free it when you like).
 /// HTTP/2 is offered by ALPN next to HTTP/1.1; HTTP/2 prior knowledge stays a plain
 /// listener's. TLS 1.2 and 1.3 only; clients of older versions, and anything that is not
@@ -131,10 +132,10 @@ pub unsafe extern "C" fn ember_server_listen_tls(
         let s = get(server)?;
         let address = c_str(address, "address")?;
         let tls = config(tls_config)?.lock().clone();
-        if flags & !EMBER_LISTEN_REUSE_PORT != 0 {
+        if flags & !(EMBER_LISTEN_REUSE_PORT | EMBER_LISTEN_PROXY_PROTOCOL) != 0 {
             return Err(Error::new(ErrorKind::InvalidArg, format!("listen flags {flags:#x} include unknown bits")));
         }
-        s.listen_tls(address, flags & EMBER_LISTEN_REUSE_PORT != 0, &tls)
+        s.listen_tls_spec(address, flags & EMBER_LISTEN_REUSE_PORT != 0, flags & EMBER_LISTEN_PROXY_PROTOCOL != 0, &tls)
     })
 }
 

@@ -104,11 +104,17 @@ impl crate::server::Server {
     /// Adds a TLS listener: like `listen_with`, with these certificates (copied; later
     /// changes to `tls` do not reach it). HTTP/2 is offered by ALPN. Before start only.
     pub fn listen_tls(&self, address: &str, reuse_port: bool, tls: &TlsConfig) -> Result<()> {
+        self.listen_tls_spec(address, reuse_port, false, tls)
+    }
+
+    /// As `listen_tls`; `proxy_protocol`: each connection starts with a PROXY header (from a
+    /// load balancer passing TLS through), read before the handshake.
+    pub fn listen_tls_spec(&self, address: &str, reuse_port: bool, proxy_protocol: bool, tls: &TlsConfig) -> Result<()> {
         #[cfg(feature = "tls")]
-        return self.add_listener(address, reuse_port, Some(TlsSite::new(tls)?));
+        return self.add_listener(address, reuse_port, proxy_protocol, Some(TlsSite::new(tls)?));
         #[cfg(not(feature = "tls"))]
         {
-            let _ = (address, reuse_port, tls);
+            let _ = (address, reuse_port, proxy_protocol, tls);
             Err(unsupported())
         }
     }
