@@ -312,3 +312,30 @@ fn tempdir(tag: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(&d).unwrap();
     d
 }
+
+#[test]
+fn a_proxy_header_comes_before_the_handshake_and_tls_requests_have_the_https_scheme() {
+    let ca = Ca::new("Ember test CA");
+    let (tls, _) = one_cert(&ca);
+    let s = Arc::new(Server::new());
+    s.listen_tls_spec("127.0.0.1:0", false, true, &tls).unwrap();
+    s.set_workers(1).unwrap();
+    s.route(Some(http::Method::GET), "/who", Arc::new(|r: &Request| {
+        let d = r.data();
+        let scheme = d.info().scheme;
+        // SAFETY: the view points into the request's own data, alive for this call.
+        let scheme = unsafe { std::slice::from_raw_parts(scheme.ptr.cast::<u8>(), scheme.len) };
+        let body = format!("{} {} {}", d.remote_addr(), String::from_utf8_lossy(scheme), d.info().flags);
+        r.respond(200, b"", body).unwrap();
+    }))
+    .unwrap();
+    s.start().unwrap();
+    let port = s.port(0).unwrap();
+    let mut tcp = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    tcp.write_all(b"PROXY TCP4 203.0.113.9 127.0.0.1 4444 443\r\n").unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let name = tokio_rustls::rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let conn = tokio_rustls::rustls::ClientConnection::new(pki::client_config(&ca, &[]), name).unwrap();
+    let mut c = tokio_rustls::rustls::StreamOwned::new(conn, tcp);
+    assert!(https_get(&mut c, "/who").ends_with("\r\n\r\n203.0.113.9:4444 https 4"));
+}
