@@ -67,8 +67,8 @@ pub unsafe extern "C" fn ember_server_reopen_access_log(server: *mut ember_serve
 /// code, a histogram of request durations (from the complete request head to the last
 /// byte of the answer), TLS handshakes and failures. Before start only.
 ///
-/// The engine does not restrict who may read the path: serve it on a listener only
-/// trusted clients reach, or use "" and `ember_server_metrics` behind your own check.
+/// The path answers every client on every listener; to restrict who reads the metrics,
+/// use "" and serve `ember_server_metrics` from your own route behind your own check.
 #[no_mangle]
 pub unsafe extern "C" fn ember_server_set_metrics(server: *mut ember_server, path: *const c_char) -> ember_result {
     guard(|| {
