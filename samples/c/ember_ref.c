@@ -2,7 +2,9 @@
  * Usage: ember_ref [port]   (default 8080; 0 picks a free port)
  * Env EMBER_TLS_CERT + EMBER_TLS_KEY (PEM files): also listen with TLS on EMBER_TLS_PORT
  * (default 0); EMBER_ACCESS_LOG=<file> (EMBER_ACCESS_LOG_FORMAT=combined|json). SIGHUP
- * reloads the certificates and reopens the access log. /metrics is the engine's. */
+ * reloads the certificates and reopens the access log. /metrics is the engine's.
+ * This file: setup and the request/response routes. Streaming (/sse, /stream, /upload)
+ * is in ref_stream.c, WebSocket (/ws, /ws/chat) in ref_ws.c. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>
@@ -15,6 +17,7 @@
 #include <time.h>
 
 #include "ember.h"
+#include "ref_app.h"
 
 #ifdef _WIN32
 /* Windows: Ctrl+C, Ctrl+Break and closing the console stop the server gracefully. */
@@ -110,7 +113,7 @@ static const char JSON_TYPE[] = "Content-Type: application/json";
 static const char OOM[] = "{\"error\": \"out of memory\"}";
 
 /* The engine's error message must be copied before the next ember_ call replaces it. */
-static void log_failure(const char *what, ember_result rc) {
+void ref_log_failure(const char *what, ember_result rc) {
     char msg[512];
     snprintf(msg, sizeof msg, "%s", ember_last_error());
     fprintf(stderr, "ember_ref: %s: %s: %s\n", what, ember_result_name(rc), msg);
@@ -119,7 +122,7 @@ static void log_failure(const char *what, ember_result rc) {
 static void respond(ember_request req, uint16_t status, const char *headers, const char *body, size_t len) {
     ember_result rc = ember_request_respond(req, status, headers, strlen(headers), body, len);
     /* A client that hung up is ordinary traffic, not worth a log line under load. */
-    if (rc != EMBER_OK && rc != EMBER_ERR_CLIENT_GONE) log_failure("respond", rc);
+    if (rc != EMBER_OK && rc != EMBER_ERR_CLIENT_GONE) ref_log_failure("respond", rc);
 }
 
 static void respond_buf(ember_request req, buf *b) {
@@ -171,7 +174,7 @@ static void on_echo(void *ud, ember_request req, const ember_request_info *info)
          * request hanging until the handler timeout. */
         if (rc == EMBER_ERR_INVALID_ARG)
             rc = ember_request_respond(req, 200, OCTETS, sizeof OCTETS - 1, info->body.ptr, info->body.len);
-        if (rc != EMBER_OK && rc != EMBER_ERR_CLIENT_GONE) log_failure("respond /echo", rc);
+        if (rc != EMBER_OK && rc != EMBER_ERR_CLIENT_GONE) ref_log_failure("respond /echo", rc);
     }
     free(h.p);
 }
@@ -269,7 +272,7 @@ static void *slow_thread(void *arg) {
     /* The handler timeout (503) or a departed client may have ended the request
      * first; that is expected here, not an error of ours. */
     if (rc != EMBER_OK && rc != EMBER_ERR_TIMED_OUT && rc != EMBER_ERR_CLIENT_GONE)
-        log_failure("respond /slow", rc);
+        ref_log_failure("respond /slow", rc);
     return NULL;
 }
 
@@ -356,7 +359,7 @@ static int setup_extras(ember_server *server, ember_result *rc) {
 }
 
 #define TRY(what, call) do { ember_result rc_ = (call); \
-        if (rc_ != EMBER_OK) { log_failure(what, rc_); ember_server_free(server); return 1; } } while (0)
+        if (rc_ != EMBER_OK) { ref_log_failure(what, rc_); ember_server_free(server); return 1; } } while (0)
 
 int main(int argc, char **argv) {
     ember_server *server = NULL;
@@ -414,12 +417,15 @@ int main(int argc, char **argv) {
     TRY("limit", ember_server_set_limit(server, EMBER_LIMIT_HANDLER_TIMEOUT_MS, 3000));
     TRY("limit", ember_server_set_limit(server, EMBER_LIMIT_MAX_HEADER_BYTES, 16384));
     TRY("limit", ember_server_set_limit(server, EMBER_LIMIT_MAX_HEADERS, 100));
+    TRY("limit", ember_server_set_limit(server, EMBER_LIMIT_MAX_STREAM_BODY_BYTES, 4294967296ULL));
     TRY("route /", ember_server_route(server, "GET", "/", on_root, NULL, NULL));
     TRY("route /users", ember_server_route(server, "GET", "/users/{id}", on_user, NULL, NULL));
     TRY("route /echo", ember_server_route(server, "POST", "/echo", on_echo, NULL, NULL));
     TRY("route /inspect", ember_server_route(server, "GET", "/inspect", on_inspect, NULL, NULL));
     TRY("route /slow", ember_server_route(server, "GET", "/slow", on_slow, NULL, NULL));
     TRY("route /fail", ember_server_route(server, "GET", "/fail", on_fail, NULL, NULL));
+    TRY("streaming routes", ref_add_stream_routes(server));
+    TRY("WebSocket routes", ref_add_ws_routes(server));
     tls = setup_extras(server, &rc);
     TRY("tls, access log or metrics", rc);
     TRY("start", ember_server_start(server));
@@ -441,16 +447,16 @@ int main(int argc, char **argv) {
         while (sigwait(&stop_signals, &sig) != 0) {}
         if (sig != SIGHUP) break;
         /* logrotate and renewed certificates: neither needs a restart. */
-        if (tls && (rc = ember_server_tls_reload(server)) != EMBER_OK) log_failure("tls reload", rc);
+        if (tls && (rc = ember_server_tls_reload(server)) != EMBER_OK) ref_log_failure("tls reload", rc);
         if (getenv("EMBER_ACCESS_LOG") && (rc = ember_server_reopen_access_log(server)) != EMBER_OK)
-            log_failure("reopen access log", rc);
+            ref_log_failure("reopen access log", rc);
         fprintf(stderr, "ember_ref: SIGHUP: certificates reloaded, access log reopened\n");
     }
     fprintf(stderr, "ember_ref: signal %d, stopping\n", sig);
 #endif
     rc = ember_server_stop(server, 5000);
-    if (rc != EMBER_OK) log_failure("stop", rc); /* free below still force-closes */
+    if (rc != EMBER_OK) ref_log_failure("stop", rc); /* free below still force-closes */
     rc = ember_server_free(server);
-    if (rc != EMBER_OK) { log_failure("free", rc); return 1; }
+    if (rc != EMBER_OK) { ref_log_failure("free", rc); return 1; }
     return 0;
 }
