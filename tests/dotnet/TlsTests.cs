@@ -85,6 +85,41 @@ namespace EmberTests
         }
 
         [Test]
+        public static void A_proxy_protocol_tls_listener_takes_the_client_from_the_header()
+        {
+            string[] c = MakeCert("localhost");
+            var options = new EmberOptions();
+            options.TlsListeners.Add(new EmberTlsListener("127.0.0.1:0", new EmberTlsConfig(c[1], c[2])) { ProxyProtocol = true });
+            using (var server = new EmberServer(options))
+            {
+                server.MapGet("/who", ctx => ctx.Response.Text(ctx.Request.RemoteAddress));
+                server.Start(0);
+                using (var tcp = new TcpClient("127.0.0.1", server.TlsPorts[0]))
+                {
+                    // The balancer's header comes first, in clear, then the client's handshake.
+                    byte[] header = Encoding.ASCII.GetBytes("PROXY TCP4 203.0.113.9 127.0.0.1 4444 443\r\n");
+                    tcp.GetStream().Write(header, 0, header.Length);
+                    using (var ssl = new SslStream(tcp.GetStream(), false, (s, cert, chain, errors) => true))
+                    {
+                        ssl.AuthenticateAsClient("localhost", null, SslProtocols.Tls12, false);
+                        byte[] req = Encoding.ASCII.GetBytes("GET /who HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+                        ssl.Write(req, 0, req.Length);
+                        var ms = new MemoryStream();
+                        var buf = new byte[4096];
+                        int n;
+                        try { while ((n = ssl.Read(buf, 0, buf.Length)) > 0) ms.Write(buf, 0, n); }
+                        catch (IOException) { }
+                        string text = Encoding.UTF8.GetString(ms.ToArray());
+                        Assert.True(text.StartsWith("HTTP/1.1 200", StringComparison.Ordinal) && text.EndsWith("\r\n\r\n203.0.113.9:4444", StringComparison.Ordinal), text);
+                    }
+                }
+                // Without the header the connection is closed: the handshake fails.
+                Assert.Throws<Exception>(() => HttpsGet(server.TlsPorts[0], "/who"), "no PROXY header");
+            }
+            Directory.Delete(c[0], true);
+        }
+
+        [Test]
         public static void A_wrong_certificate_path_throws_naming_the_file()
         {
             string missing = Path.Combine(Path.GetTempPath(), "no-such-" + Guid.NewGuid().ToString("N") + ".pem");

@@ -72,6 +72,38 @@ def test_https_with_sni_and_a_default_certificate(serve, pki):
     assert app.tls_ports == []
 
 
+def test_a_proxy_protocol_tls_listener_takes_the_client_from_the_header(pki):
+    app = ember.Server()
+
+    @app.get("/who")
+    def who(req):
+        return req.remote_addr
+
+    app.listen_tls(0, tls=ember.TlsConfig(*pki["leaf"]("localhost")), proxy_protocol=True)
+    app.start(0)
+    try:
+        port = app.tls_ports[0]
+        ctx = ssl.create_default_context(cafile=pki["ca"])
+        sock = __import__("socket").create_connection(("127.0.0.1", port), timeout=10)
+        # The balancer's header comes first, in clear, then the client's handshake.
+        sock.sendall(b"PROXY TCP4 203.0.113.9 127.0.0.1 4444 443\r\n")
+        with ctx.wrap_socket(sock, server_hostname="localhost") as s:
+            s.sendall(b"GET /who HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            answer = b""
+            while chunk := s.recv(4096):
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(b"\r\n\r\n203.0.113.9:4444"), answer
+        # Without the header the listener closes the connection: the handshake fails.
+        with pytest.raises((ssl.SSLError, OSError)):
+            with ctx.wrap_socket(__import__("socket").create_connection(("127.0.0.1", port), timeout=10),
+                                 server_hostname="localhost") as s:
+                s.sendall(b"GET /who HTTP/1.1\r\nHost: localhost\r\n\r\n")
+                if not s.recv(4096):
+                    raise OSError("closed")
+    finally:
+        app.stop()
+
+
 def test_reload_uses_new_files_for_new_connections(pki, tmp_path):
     first, second = pki["leaf"]("localhost"), pki["leaf"]("127.0.0.1")
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"

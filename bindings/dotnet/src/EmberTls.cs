@@ -122,6 +122,10 @@ namespace Ember
         public EmberTlsConfig Tls { get; private set; }
         /// <summary>SO_REUSEPORT.</summary>
         public bool ReusePort { get; set; }
+        /// <summary>Behind a balancer that sends a PROXY protocol header (v1 or v2, before the TLS
+        /// handshake) naming the client, which becomes the request's RemoteAddress; connections
+        /// without one are closed.</summary>
+        public bool ProxyProtocol { get; set; }
     }
 
     /// <summary>The access log's line format.</summary>
@@ -150,7 +154,8 @@ namespace Ember
                 IntPtr cfg = l.Tls.Build();
                 try
                 {
-                    Native.Check(NativeMethods.ember_server_listen_tls(h, Utf8.Z(l.Address), l.ReusePort ? NativeMethods.EMBER_LISTEN_REUSE_PORT : 0, cfg),
+                    uint flags = (l.ReusePort ? NativeMethods.EMBER_LISTEN_REUSE_PORT : 0) | (l.ProxyProtocol ? NativeMethods.EMBER_LISTEN_PROXY_PROTOCOL : 0);
+                    Native.Check(NativeMethods.ember_server_listen_tls(h, Utf8.Z(l.Address), flags, cfg),
                         "ember_server_listen_tls(" + l.Address + ")");
                 }
                 finally { EmberTlsConfig.Free(cfg); }

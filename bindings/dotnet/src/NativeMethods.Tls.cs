@@ -13,6 +13,7 @@ namespace Ember.Interop
         internal const int EMBER_ACCESS_LOG_COMBINED = 1;
         internal const int EMBER_ACCESS_LOG_JSON = 2;
         internal const uint EMBER_LISTEN_REUSE_PORT = 1;
+        internal const uint EMBER_LISTEN_PROXY_PROTOCOL = 2;
 
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern int ember_tls_config_new(out IntPtr config);

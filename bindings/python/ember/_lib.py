@@ -62,6 +62,7 @@ LOG_DEBUG = 4
 WAIT_FOREVER = 0xFFFFFFFF
 
 LISTEN_REUSE_PORT = 1
+LISTEN_PROXY_PROTOCOL = 2
 
 
 def _library_name() -> str:

@@ -139,15 +139,18 @@ class TlsMixin:
     _tls_ports: list
 
     def listen_tls(self, port: int = 0, host: str = "127.0.0.1", tls: TlsConfig | None = None,
-                   reuse_port: bool = False) -> None:
+                   reuse_port: bool = False, proxy_protocol: bool = False) -> None:
         """Adds a TLS listener, opened by ``start()`` next to the plain one (HTTP/1.1 and
-        HTTP/2 by ALPN). Before start; its port is then in ``tls_ports``."""
+        HTTP/2 by ALPN). Before start; its port is then in ``tls_ports``.
+        ``proxy_protocol``: the listener sits behind a balancer that sends a PROXY protocol
+        header (v1 or v2, before the TLS handshake) naming the client, which becomes
+        ``request.remote_addr``; connections without one are closed."""
         if not isinstance(tls, TlsConfig) or not len(tls):
             raise TypeError("ember: listen_tls needs tls=TlsConfig(cert, key)")
         if self.running:  # type: ignore[attr-defined]
             raise RuntimeError("ember: add listeners before start()")
         addr = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        self._tls_listeners.append((addr, tls, reuse_port))
+        self._tls_listeners.append((addr, tls, reuse_port, proxy_protocol))
 
     @property
     def tls_ports(self) -> list[int]:
@@ -200,11 +203,11 @@ class TlsMixin:
         metrics = self._extras.get("metrics_path")
         if metrics is not None:
             check(_L.ember_server_set_metrics(ptr, metrics.encode("utf-8")), "ember_server_set_metrics")
-        for addr, tls, reuse_port in self._tls_listeners:
+        for addr, tls, reuse_port, proxy_protocol in self._tls_listeners:
+            flags = (_lib.LISTEN_REUSE_PORT if reuse_port else 0) | (_lib.LISTEN_PROXY_PROTOCOL if proxy_protocol else 0)
             native = tls._native()
             try:
-                check(_L.ember_server_listen_tls(ptr, addr.encode("ascii"), _lib.LISTEN_REUSE_PORT if reuse_port else 0,
-                                                 native), "ember_server_listen_tls")
+                check(_L.ember_server_listen_tls(ptr, addr.encode("ascii"), flags, native), "ember_server_listen_tls")
             finally:
                 _L.ember_tls_config_free(native)
 
