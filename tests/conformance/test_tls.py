@@ -1,7 +1,8 @@
 """TLS: the app started with EMBER_TLS_CERT / EMBER_TLS_KEY also listens with TLS (its second
 stdout line is `listening on https://127.0.0.1:PORT`). Clients: Python's ssl module, curl,
 httpx (HTTP/2 over ALPN), openssl s_client, the websockets library, raw sockets. The
-certificates come from a throwaway CA made here with the openssl command line."""
+certificates come from a throwaway CA made here with the openssl command line. SIGHUP (C, Python,
+.NET under Mono) reloads the certificate files and reopens the access log."""
 import http.client
 import os
 import re
@@ -254,3 +255,57 @@ def test_a_certificate_that_cannot_be_read_stops_the_app_naming_the_file(app, pk
     assert p.returncode == 1, (p.returncode, p.stdout, p.stderr)
     assert b"listening on" not in p.stdout
     assert missing.encode() in p.stderr, p.stderr[-2000:]
+
+
+def _subject_cn(port, pki):
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+        with _ctx(pki).wrap_socket(raw, server_hostname="localhost") as s:
+            return dict(x[0] for x in s.getpeercert()["subject"])["commonName"]
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="no SIGHUP on this system")
+def test_sighup_reloads_the_certificate_and_reopens_the_access_log(app, pki, tmp_path):
+    if "wine" in app.cmdline:
+        pytest.skip("a Windows app under Wine gets no SIGHUP")
+    # A second certificate from the same CA, told apart by its common name.
+    ca_dir = os.path.dirname(pki["ca"])
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    _openssl("req", *ec, "-keyout", "key2.pem", "-out", "leaf2.csr", "-subj", "/CN=renewed", cwd=tmp_path)
+    (tmp_path / "ext2").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+    _openssl("x509", "-req", "-in", "leaf2.csr", "-CA", os.path.join(ca_dir, "ca.pem"), "-CAkey",
+             os.path.join(ca_dir, "ca.key"), "-CAcreateserial", "-out", "cert2.pem", "-days", "2",
+             "-extfile", "ext2", cwd=tmp_path)
+    cert, key, log = tmp_path / "cert.pem", tmp_path / "key.pem", tmp_path / "access.log"
+    shutil.copy(pki["cert"], cert)
+    shutil.copy(pki["key"], key)
+    a = App(app.cmdline, env={"EMBER_TLS_CERT": str(cert), "EMBER_TLS_KEY": str(key), "EMBER_ACCESS_LOG": str(log)})
+    a.start()
+    try:
+        m = a.wait_line(HTTPS_RE)
+        assert m, a.output_tail()
+        port = int(m.group(1))
+        assert _subject_cn(port, pki) == "localhost"
+        kept = http.client.HTTPSConnection("localhost", port, context=_ctx(pki), timeout=10)
+        kept.request("GET", "/users/before-hup")
+        assert kept.getresponse().read() and _log_lines(log, "/users/before-hup")
+        # What logrotate and a certificate renewal do, then the signal.
+        os.rename(log, str(log) + ".1")
+        shutil.copy(tmp_path / "cert2.pem", cert)
+        shutil.copy(tmp_path / "key2.pem", key)
+        a.proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 10
+        while _subject_cn(port, pki) != "renewed":
+            assert time.monotonic() < deadline and a.alive(), "no new certificate after SIGHUP\n" + a.output_tail()
+            time.sleep(0.1)
+        # The connection opened before keeps working; its lines go to the new file.
+        kept.request("GET", "/users/after-hup")
+        assert kept.getresponse().status == 200
+        kept.close()
+        assert _log_lines(log, "/users/after-hup"), a.output_tail()
+        assert "after-hup" not in (tmp_path / "access.log.1").read_text()
+        assert a.alive()
+    finally:
+        rc = a.stop(signal.SIGTERM)
+        tail = a.output_tail()
+        a.cleanup()
+    assert rc == 0, tail
