@@ -11,7 +11,8 @@
 // A bare trailing number is the port too (so `... --root site 0` works like the reference apps).
 // Env EMBER_DISPATCH / EMBER_WORKERS apply when the options are not given.
 // The first stdout line is "listening on http://HOST:PORT", then "listening on https://HOST:PORT"
-// with TLS. SIGTERM / SIGINT stop it gracefully (exit code 0). A certificate that cannot be read
+// with TLS. SIGTERM / SIGINT stop it gracefully (exit code 0); SIGHUP (Mono on Unix) reloads the
+// certificate files and reopens the access log. A certificate that cannot be read
 // stops it with exit code 1 and the file named.
 using System;
 using System.Collections.Generic;
@@ -147,6 +148,17 @@ static class EmberAspNetMain
             if (o.TlsListeners.Count > 0) Console.Out.WriteLine("listening on https://" + shown + ":" + host.Server.TlsPorts[0]);
             Console.Out.Flush();
             if (!quiet) Console.Error.WriteLine("EmberAspNet: serving " + host.PhysicalPath + " at " + host.VirtualPath);
+            EmberServer server = host.Server;
+            OnSighup(() =>
+            {
+                // Renewed certificates and logrotate: neither needs a restart.
+                try
+                {
+                    if (server.TlsPorts.Count > 0) server.ReloadTls();
+                    if (o.AccessLogPath != null) server.ReopenAccessLog();
+                }
+                catch (Exception e) { Console.Error.WriteLine("EmberAspNet: SIGHUP: " + e.Message); }
+            });
 
             string why = waitForStop();
             Console.Error.WriteLine("EmberAspNet: " + why + ", stopping");
@@ -187,6 +199,29 @@ static class EmberAspNetMain
         if (!long.TryParse(s, NumberStyles.None, CultureInfo.InvariantCulture, out v))
             throw new ArgumentException(what + " must be a non-negative number");
         return v;
+    }
+
+    /// <summary>Runs <paramref name="action"/> on each SIGHUP (Mono on Unix; nothing elsewhere).</summary>
+    static void OnSighup(Action action)
+    {
+        const string posix = ", Mono.Posix, Version=4.0.0.0, Culture=neutral, PublicKeyToken=0738eb9f132ed756";
+        Type unixSignal = Type.GetType("Mono.Unix.UnixSignal" + posix, false);
+        Type signum = Type.GetType("Mono.Unix.Native.Signum" + posix, false);
+        if (unixSignal == null || signum == null) return;
+        object hup = Activator.CreateInstance(unixSignal, Enum.Parse(signum, "SIGHUP"));
+        MethodInfo wait = unixSignal.GetMethod("WaitOne", Type.EmptyTypes);
+        MethodInfo reset = unixSignal.GetMethod("Reset", Type.EmptyTypes);
+        var t = new Thread(() =>
+        {
+            for (;;)
+            {
+                wait.Invoke(hup, null);
+                reset.Invoke(hup, null);
+                action();
+            }
+        });
+        t.IsBackground = true;
+        t.Start();
     }
 
     /// <summary>SIGTERM / SIGINT under Mono (Mono.Posix through reflection), Ctrl+C elsewhere.</summary>
