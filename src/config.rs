@@ -126,6 +126,8 @@ pub struct Config {
     pub trusted_proxies: crate::proxy::Trusted,
     /// The access log and the metrics (both off by default).
     pub(crate) observe: crate::observe::ObserveConfig,
+    /// Static mounts, compression, output cache, CORS, request filtering.
+    pub front: crate::front::FrontConfig,
 }
 
 impl Default for Config {
@@ -139,6 +141,7 @@ impl Default for Config {
             health_path: None,
             trusted_proxies: Default::default(),
             observe: Default::default(),
+            front: Default::default(),
         }
     }
 }

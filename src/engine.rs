@@ -27,6 +27,8 @@ pub(crate) struct Run {
     pub trusted: crate::proxy::Trusted,
     /// The access log and the metrics; None when both are off.
     pub observe: Option<Arc<crate::observe::Observe>>,
+    /// Static files, compression, output cache, CORS, filters (None: none configured).
+    pub front: Option<Arc<crate::front::Front>>,
 }
 
 impl Run {
@@ -71,6 +73,7 @@ impl Run {
             health: crate::health::Health::new(health_path),
             trusted,
             observe: None,
+            front: None,
         }
     }
 }

@@ -290,6 +290,7 @@ impl Server {
             config.trusted_proxies.clone(),
         );
         run.observe = observe;
+        run.front = crate::front::Front::build(&config.front);
         let run = Arc::new(run);
         let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
         runtime.spawn(crate::trim::watch(self.counters.clone(), shutdown_rx.clone()));
@@ -438,6 +439,14 @@ impl Server {
                 Ok(())
             }
             _ => Err(Error::new(ErrorKind::State, "drain: the server is not running")),
+        }
+    }
+
+    /// What the running server's connections share (None unless running).
+    pub(crate) fn running_run(&self) -> Option<Arc<Run>> {
+        match &*self.phase.lock() {
+            Phase::Running(r) => Some(r.run.clone()),
+            _ => None,
         }
     }
 

@@ -4,7 +4,8 @@
  * (default 0); EMBER_ACCESS_LOG=<file> (EMBER_ACCESS_LOG_FORMAT=combined|json). SIGHUP
  * reloads the certificates and reopens the access log. /metrics is the engine's.
  * This file: setup and the request/response routes. Streaming (/sse, /stream, /upload)
- * is in ref_stream.c, WebSocket (/ws, /ws/chat) in ref_ws.c. */
+ * is in ref_stream.c, WebSocket (/ws, /ws/chat) in ref_ws.c, the engine's front (static
+ * files, compression, /cached, CORS on /api, filters) in ref_front.c. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>
@@ -424,6 +425,7 @@ int main(int argc, char **argv) {
     TRY("route /inspect", ember_server_route(server, "GET", "/inspect", on_inspect, NULL, NULL));
     TRY("route /slow", ember_server_route(server, "GET", "/slow", on_slow, NULL, NULL));
     TRY("route /fail", ember_server_route(server, "GET", "/fail", on_fail, NULL, NULL));
+    TRY("static files, compression, cache, CORS, filters", ref_add_front(server));
     TRY("streaming routes", ref_add_stream_routes(server));
     TRY("WebSocket routes", ref_add_ws_routes(server));
     tls = setup_extras(server, &rc);

@@ -155,6 +155,7 @@ namespace Ember
                 {
                     Configure(inst, addresses);
                     for (int i = 0; i < inst.Routes.Length; i++) inst.Register(i);
+                    ApplyFront(h);
                     Native.Check(NativeMethods.ember_server_start(h), "ember_server_start");
                     var ports = new int[addresses.Length];
                     for (int i = 0; i < ports.Length; i++)
