@@ -10,6 +10,7 @@ certificates and reopens the access log.
 """
 
 import asyncio
+import hashlib
 import json
 import logging
 import os
@@ -28,6 +29,8 @@ from ember import Response
 
 HELLO = Response(b'{"code": 1, "msg": "Hello WebAPI"}', content_type="application/json")
 MAX_SLOW_MS = 600_000
+MAX_STREAM_WRITES = 1048576
+MAX_STREAM_SIZE = 1048576
 
 
 def json_response(obj, status=200):
@@ -49,6 +52,7 @@ def build_app() -> ember.Server:
         metrics_path="/metrics",
         access_log=os.environ.get("EMBER_ACCESS_LOG") or None,
         access_log_format=os.environ.get("EMBER_ACCESS_LOG_FORMAT", "combined"),
+        max_stream_body_bytes=4 << 30,
     )
     if os.environ.get("EMBER_TLS_CERT") and os.environ.get("EMBER_TLS_KEY"):
         app.listen_tls(int(os.environ.get("EMBER_TLS_PORT", "0") or 0),
@@ -98,6 +102,53 @@ def build_app() -> ember.Server:
     @app.get("/fail")
     def fail(req):
         raise RuntimeError("this handler always fails")
+
+    # -- streaming and WebSocket (issue 8) ------------------------------------------------
+    @app.get("/sse")
+    async def sse(req):
+        # The SSE helper: retry first, then events 1..3 100 ms apart, resuming after the
+        # client's Last-Event-ID. Coroutine-based, so no thread waits during the pauses.
+        async with ember.sse.EventStream(req, retry=1000) as events:
+            last = events.last_event_id or ""
+            n = int(last) + 1 if last.isascii() and last.isdigit() else 1
+            while n <= 3:
+                await events.send({"n": n}, event="tick", id=n)
+                n += 1
+                if n <= 3:
+                    await asyncio.sleep(0.1)
+
+    @app.get("/stream")
+    def stream(req):
+        n, size = req.query.get("n", ""), req.query.get("size", "")
+        if not (n.isascii() and n.isdigit() and size.isascii() and size.isdigit()) \
+                or int(n) > MAX_STREAM_WRITES or not 1 <= int(size) <= MAX_STREAM_SIZE:
+            return json_response({"error": "expected n=0..1048576&size=1..1048576"}, status=400)
+        n, size = int(n), int(size)
+
+        def writes():
+            # One write per item; the binding pumps it on the engine's writable notices,
+            # so nothing is produced ahead of what the client takes.
+            for i in range(n):
+                yield bytes((97 + i % 26,)) * size
+        return ember.StreamingResponse(writes(), content_type="application/octet-stream")
+
+    @app.post("/upload", stream_body=True)
+    def upload(req):
+        # The body in 64 KiB pieces, never whole; the engine answers 413 past the limit.
+        digest, count = hashlib.sha256(), 0
+        for piece in req.stream:
+            digest.update(piece)
+            count += len(piece)
+        return json_response({"bytes": count, "sha256": digest.hexdigest()})
+
+    @app.websocket("/ws")
+    async def ws_echo(ws):
+        async for message in ws:  # str for text, bytes for binary: sent back the same kind
+            await ws.send(message)
+
+    # The chat in the callback form: each message goes to the whole group /ws/chat,
+    # sender included, as one frame encoded once by the engine.
+    app.websocket("/ws/chat", on_message=lambda ws, message: app.broadcast("/ws/chat", message))
 
     # Static files, compression, the output cache, CORS and filtering are the engine's.
     www = os.environ.get("EMBER_WWW") or "samples/www"
