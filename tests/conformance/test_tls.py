@@ -309,3 +309,24 @@ def test_sighup_reloads_the_certificate_and_reopens_the_access_log(app, pki, tmp
         tail = a.output_tail()
         a.cleanup()
     assert rc == 0, tail
+
+
+def test_answers_the_engine_gives_itself_are_logged_too(tls_app, pki):
+    # Static files, output-cache hits and filtered paths never reach the host; the access log
+    # and the per-status counts must still see them.
+    token = uuid.uuid4().hex
+    c = _https(tls_app, pki)
+    for path, status in (("/static/hello.txt?" + token, 200), ("/cached?" + token, 200), ("/cached?" + token, 200),
+                         ("/static/secret.bak?" + token, 404)):
+        c.request("GET", path)
+        r = c.getresponse()
+        r.read()
+        assert r.status == status, path
+    lines = _log_lines(tls_app.access_log, token)
+    deadline = time.monotonic() + 5
+    while len(lines) < 4 and time.monotonic() < deadline:
+        time.sleep(0.05)
+        lines = _log_lines(tls_app.access_log, token)
+    got = [re.search(r'"GET (\S+) HTTP/1\.1" (\d{3}) ', l).groups() for l in lines]
+    assert got == [("/static/hello.txt?" + token, "200"), ("/cached?" + token, "200"), ("/cached?" + token, "200"),
+                   ("/static/secret.bak?" + token, "404")], lines
