@@ -3,6 +3,10 @@
     python3 samples/python/ember_ref.py [port]      (default 8080; 0 = pick a free port)
 
 Env: EMBER_DISPATCH=inline|pool (default pool), EMBER_WORKERS=N (default 0 = cores).
+EMBER_TLS_CERT + EMBER_TLS_KEY (PEM files): also listen with TLS on EMBER_TLS_PORT (default 0)
+and print a second line `listening on https://127.0.0.1:PORT`. EMBER_ACCESS_LOG=<file>
+(EMBER_ACCESS_LOG_FORMAT=combined|json). /metrics is the engine's. SIGHUP reloads the
+certificates and reopens the access log.
 """
 
 import asyncio
@@ -10,6 +14,7 @@ import hashlib
 import json
 import logging
 import os
+import signal
 import sys
 import threading
 
@@ -44,8 +49,14 @@ def build_app() -> ember.Server:
         handler_timeout=3.0,
         max_header_bytes=16384,
         max_headers=100,
+        metrics_path="/metrics",
+        access_log=os.environ.get("EMBER_ACCESS_LOG") or None,
+        access_log_format=os.environ.get("EMBER_ACCESS_LOG_FORMAT", "combined"),
         max_stream_body_bytes=4 << 30,
     )
+    if os.environ.get("EMBER_TLS_CERT") and os.environ.get("EMBER_TLS_KEY"):
+        app.listen_tls(int(os.environ.get("EMBER_TLS_PORT", "0") or 0),
+                       tls=ember.TlsConfig(os.environ["EMBER_TLS_CERT"], os.environ["EMBER_TLS_KEY"]))
 
     @app.get("/")
     def hello(req):
@@ -203,10 +214,28 @@ def main() -> int:
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     port = int(sys.argv[1]) if len(sys.argv) > 1 else 8080
     app = build_app()
+
+    def ready(p):
+        print(f"listening on http://127.0.0.1:{p}", flush=True)
+        for tls_port in app.tls_ports:
+            print(f"listening on https://127.0.0.1:{tls_port}", flush=True)
+
+    def on_hup(signum, frame):
+        # Renewed certificates and logrotate need no restart.
+        try:
+            if app.tls_ports:
+                app.reload_tls()
+            if os.environ.get("EMBER_ACCESS_LOG"):
+                app.reopen_access_log()
+        except ember.EmberError as e:
+            print(f"ember_ref: SIGHUP: {e}", file=sys.stderr)
+
+    if hasattr(signal, "SIGHUP"):
+        signal.signal(signal.SIGHUP, on_hup)
     try:
-        # Until SIGINT / SIGTERM, then a graceful stop. The line is printed from `ready`,
+        # Until SIGINT / SIGTERM, then a graceful stop. The lines are printed from `ready`,
         # when the signal handlers are already installed.
-        app.run(port, ready=lambda p: print(f"listening on http://127.0.0.1:{p}", flush=True))
+        app.run(port, ready=ready)
     except ember.EmberError as e:
         print(f"ember_ref: {e}", file=sys.stderr)
         return 1

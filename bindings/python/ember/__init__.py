@@ -19,11 +19,12 @@ from .errors import (BodyTooLarge, BodyTooSlow, ClientDisconnected, EmberError, 
 from .request import Deferred, Headers, Request
 from .response import Response
 from .server import Server
+from .tls import TlsConfig
 from .streaming import AsyncResponseStream, ResponseStream, StreamingResponse
 from .websocket import AsyncWebSocket, WebSocket
 from . import sse
 
-__all__ = ["Server", "Request", "Response", "Headers", "Deferred", "EmberError",
+__all__ = ["Server", "Request", "Response", "Headers", "Deferred", "EmberError", "TlsConfig",
            "StreamingResponse", "ResponseStream", "AsyncResponseStream", "BodyStream", "AsyncBodyStream",
            "WebSocket", "AsyncWebSocket", "sse",
            "ClientDisconnected", "StreamClosed", "WriteTimeout", "ReadTimeout", "WouldBlock", "BodyTooLarge",

@@ -20,6 +20,9 @@ from ._pump import after_stream, handler_failed, stream_async, stream_sync
 from .streaming import STREAM_TYPES, is_async_stream
 
 log = logging.getLogger("ember")
+#: Access log lines, when the access log goes to logging (``Server(access_log=True)``).
+access_log = logging.getLogger("ember.access")
+LOG_ACCESS = 5
 
 # Threads the engine runs callbacks on (registered by the thread start hook). A stop
 # called on one of them must not block: it would wait for the very handler calling it.
@@ -47,7 +50,10 @@ def engine_min_level() -> int:
 def _on_log(_user_data: int, level: int, msg: int, length: int) -> None:
     try:
         text = _lib.string_at(msg, length).decode("utf-8", "replace") if length else ""
-        log.log(_LEVELS.get(level, logging.INFO), "%s", text)
+        if level == LOG_ACCESS:
+            access_log.info("%s", text)
+        else:
+            log.log(_LEVELS.get(level, logging.INFO), "%s", text)
     except BaseException:  # nothing may escape into the engine's thread
         pass
 

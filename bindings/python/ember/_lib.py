@@ -64,6 +64,7 @@ LOG_DEBUG = 4
 WAIT_FOREVER = 0xFFFFFFFF
 
 LISTEN_REUSE_PORT = 1
+LISTEN_PROXY_PROTOCOL = 2
 
 # Streaming (ABI 3). The streamed-answer and body-reading functions that the ASGI and WSGI
 # adapters also use are declared once, in _stream.py; the rest are declared below.

@@ -28,6 +28,7 @@ from ._dispatch import engine_threads
 from ._native import _Native, offload_threads
 from .errors import check
 from .request import Request
+from .tls import TlsMixin, pop_options as _tls_options
 from ._wshub import broadcast as _broadcast
 from .websocket import Endpoint
 
@@ -87,7 +88,7 @@ _LIMIT_KEYS = {
 }
 
 
-class Server(FrontMixin):
+class Server(TlsMixin, FrontMixin):
     """An HTTP server running inside this process.
 
     ``Server(workers=0, dispatch="pool", pool_threads=0, loop=None, **limits)``
@@ -106,6 +107,8 @@ class Server(FrontMixin):
       ``stream_queue_bytes`` (a streamed answer's queue). WebSocket:
       ``ws_max_message_bytes`` (close 1009), ``ws_queue_bytes`` (send queue),
       ``ws_ping_interval`` (seconds; 0 = no pings), ``ws_max_connections`` (per path).
+    - ``access_log``, ``access_log_format``, ``metrics_path``; TLS listeners with
+      ``listen_tls``: see ``ember.tls.TlsMixin``.
 
     Register routes with ``@app.get(path)``, ``@app.post(path)``, ``@app.route(methods,
     path)``, WebSocket endpoints with ``@app.websocket(path)``, before ``start()``;
@@ -121,6 +124,9 @@ class Server(FrontMixin):
         self.dispatch = dispatch
         self.pool_threads = pool_threads
         self._limits: dict[int, int] = {}
+        self._extras = _tls_options(limits)
+        self._tls_listeners: list = []
+        self._tls_ports: list = []
         for key, value in limits.items():
             if key not in _LIMIT_KEYS:
                 raise TypeError(f"ember: unknown option {key!r}")
@@ -257,12 +263,14 @@ class Server(FrontMixin):
                           "ember_server_listen_flags")
                 else:
                     check(L.ember_server_listen(native.ptr, addr.encode("ascii")), "ember_server_listen")
+                self._configure_extras(native.ptr)
                 # Started before the engine so a request for a coroutine never waits for it;
                 # cheap when unused (one idle thread), and needed anyway for awaitable results.
                 runner.start()
                 check(L.ember_server_start(native.ptr), "ember_server_start")
                 out = c_uint16()
                 check(L.ember_server_port(native.ptr, 0, byref(out)), "ember_server_port")
+                self._started_extras(native.ptr)
             except BaseException:
                 L.ember_server_stop(native.ptr, 0)
                 native.free()
