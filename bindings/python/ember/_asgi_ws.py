@@ -32,6 +32,15 @@ WS_ASGI = {"version": "3.0", "spec_version": "2.4"}
 #: The patterns the WebSocket endpoint is registered on (those of the HTTP route).
 WS_PATTERNS = ("/", "/{*path}")
 
+#: The bound on messages waiting for the app (``Endpoint.max_queue`` / ``max_queue_bytes``).
+#: The engine cannot pause reading one connection, so a client that sends faster than the
+#: app reads fills this queue, and one that overruns it is closed with 1008. ASGI clients
+#: commonly send many small messages ahead of the replies (the servers they know stop
+#: reading the socket instead): the bound is set by bytes, with a count far above the
+#: binding's default of 1024.
+WS_MAX_QUEUE = 65536
+WS_MAX_QUEUE_BYTES = 16 << 20
+
 
 class ClientDisconnected(OSError):
     """``websocket.send`` after the connection closed (ASGI spec 2.4: an OSError)."""

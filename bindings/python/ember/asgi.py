@@ -39,7 +39,7 @@ from typing import Any, Callable
 from urllib.parse import unquote as _unquote
 
 from ._asgi_http import ASGIApp, _HTTPCycle, _LoggedHTTPCycle
-from ._asgi_ws import WS_PATTERNS, make_ws_handler
+from ._asgi_ws import WS_MAX_QUEUE, WS_MAX_QUEUE_BYTES, WS_PATTERNS, make_ws_handler
 from ._host import AppServer, internal_error as _internal_error
 from ._loop import BorrowableLoop
 from ._wire import (HTTP_VERSIONS, I_BODY, I_FLAGS, I_HEADERS, I_LENGTH, I_METHOD, I_PATH, I_QUERY, I_REMOTE,
@@ -167,7 +167,8 @@ class ASGIServer(AppServer):
         # WebSocket upgrades on the same paths (the engine tells them from plain requests).
         ws_handler = make_ws_handler(self)
         for pattern in WS_PATTERNS:
-            self._server.websocket(pattern, ws_handler)
+            self._server.websocket(pattern, ws_handler, max_queue=WS_MAX_QUEUE,
+                                   max_queue_bytes=WS_MAX_QUEUE_BYTES)
 
     def _scope_template(self, port: int) -> dict:
         return {"type": "http", "asgi": _HTTP_ASGI, "http_version": "1.1", "server": (self.host, port),
