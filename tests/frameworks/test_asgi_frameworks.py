@@ -82,3 +82,55 @@ def test_starlette_routes_forms_cookies_redirects_middleware(starlette):
     assert starlette.same("GET", "/missing").status_code == 404
     assert starlette.same("GET", "/form").status_code == 405
     starlette.same("HEAD", "/users/x", compare_body=False)
+
+
+# -- WebSocket: the Starlette endpoint through the websockets client, on both servers ------
+
+def ws_transcript(proc):
+    """One scripted session against ``proc``: what a client sees, to compare."""
+    from websockets.exceptions import ConnectionClosed, InvalidStatus
+    from websockets.sync.client import connect
+
+    base = "ws://127.0.0.1:%d" % proc.port
+    out = {}
+    with connect(base + "/ws/blue?who=me", subprotocols=["x-none", "chat.v2"],
+                 additional_headers={"X-Client": "t"}) as c:
+        out["subprotocol"] = c.subprotocol
+        out["hello"] = c.recv(timeout=10)
+        for m in ["plain", "rev:abc", b"\x00\x01\xfe\xff", "ünïcode", b""]:
+            c.send(m)
+            out.setdefault("echo", []).append(c.recv(timeout=10))
+        for i in range(300):
+            c.send(str(i) if i % 3 else bytes([i % 256]))
+        out["order_ok"] = [c.recv(timeout=10) for _ in range(300)] == [
+            str(i) if i % 3 else bytes([i % 256]) for i in range(300)]
+        c.close(4011, "client done")
+    with connect(base + "/ws/green") as c:
+        c.recv(timeout=10)
+        c.send("bye")
+        try:
+            c.recv(timeout=10)
+        except ConnectionClosed as e:
+            out["server_close"] = (e.rcvd.code, e.rcvd.reason)
+    try:
+        connect(base + "/ws/locked", open_timeout=10)
+    except InvalidStatus as e:
+        out["refused"] = e.response.status_code
+    return out
+
+
+def test_starlette_websocket_same_as_uvicorn(starlette):
+    a, b = ws_transcript(starlette.ember), ws_transcript(starlette.ref)
+    assert a == b
+    assert a["subprotocol"] == "chat.v2" and a["order_ok"] is True
+    assert a["echo"] == ["plain", "cba:ver", b"\x00\x01\xfe\xff", "ünïcode", b""]
+    assert a["hello"] == ('{"room":"blue","who":"me","header":"t","offered":["x-none","chat.v2"]}')
+    assert a["server_close"] == (4005, "bye green") and a["refused"] == 403
+    # The client's close code reached the app as websocket.disconnect on both servers.
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        ca, cb = starlette.both("GET", "/ws-closes")
+        if 4011 in ca.json() and 4011 in cb.json():
+            break
+        time.sleep(0.05)
+    assert ca.json() == cb.json() == [4011]

@@ -1,11 +1,12 @@
-"""Starlette test app: routing, path params, form, cookies, redirect, middleware, lifespan."""
+"""Starlette test app: routing, path params, form, cookies, redirect, middleware, lifespan, WebSocket."""
 import contextlib
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocketDisconnect
 
 
 @contextlib.asynccontextmanager
@@ -45,6 +46,41 @@ async def state(request):
     return PlainTextResponse(request.state.started)
 
 
+# The close codes the WebSocket endpoint saw from its clients (GET /ws-closes reads them).
+CLOSES = []
+
+
+async def ws_room(websocket):
+    room = websocket.path_params["room"]
+    if room == "locked":
+        await websocket.close(code=1008)  # before accepting: the server refuses with 403
+        return
+    offered = websocket.scope["subprotocols"]
+    await websocket.accept(subprotocol="chat.v2" if "chat.v2" in offered else None)
+    await websocket.send_json({"room": room, "who": websocket.query_params.get("who"),
+                               "header": websocket.headers.get("x-client"), "offered": offered})
+    try:
+        while True:
+            message = await websocket.receive()
+            if message["type"] == "websocket.disconnect":
+                CLOSES.append(message["code"])
+                return
+            text = message.get("text")
+            if text == "bye":
+                await websocket.close(code=4000 + len(room), reason="bye " + room)
+                return
+            if text is not None:
+                await websocket.send_text(text[::-1] if text.startswith("rev:") else text)
+            else:
+                await websocket.send_bytes(message["bytes"])
+    except WebSocketDisconnect as e:
+        CLOSES.append(e.code)
+
+
+async def ws_closes(request):
+    return JSONResponse(CLOSES)
+
+
 class Stamp(BaseHTTPMiddleware):
     async def dispatch(self, request, call_next):
         response = await call_next(request)
@@ -60,4 +96,6 @@ app = Starlette(routes=[
     Route("/cookies", cookies),
     Route("/go", go),
     Route("/state", state),
+    Route("/ws-closes", ws_closes),
+    WebSocketRoute("/ws/{room}", ws_room),
 ], middleware=[Middleware(Stamp)], lifespan=lifespan)
