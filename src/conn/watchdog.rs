@@ -20,11 +20,15 @@ pub(crate) struct Clock {
     last_activity: u64,
     head_since: Option<u64>,
     unsent: u32,
+    /// HTTP/2: since when answer bytes wait for the peer's window, and the DATA frames
+    /// written then.
+    stalled_since: Option<u64>,
+    data_frames: u64,
 }
 
 impl Clock {
     pub fn new() -> Clock {
-        Clock { events: 0, requests: 0, last_activity: now_ms(), head_since: None, unsent: 0 }
+        Clock { events: 0, requests: 0, last_activity: now_ms(), head_since: None, unsent: 0, stalled_since: None, data_frames: 0 }
     }
 
     /// Notes the bytes waiting in the socket's send queue; true if that changed.
@@ -81,6 +85,9 @@ pub(crate) fn check(state: &ConnState, clock: &mut Clock, limits: &Limits) -> Ve
         let due = clock.last_activity + idle_ms;
         return if now >= due { Verdict::Close } else { Verdict::Wait(due - now) };
     }
+    if stalled(state, clock, now, idle_ms) {
+        return Verdict::Close;
+    }
     if state.in_flight.load(Relaxed) > 0 {
         // A handler or a streamed answer is at work; the handler timeout and the body
         // rate limit look after those.
@@ -104,4 +111,21 @@ pub(crate) fn check(state: &ConnState, clock: &mut Clock, limits: &Limits) -> Ve
     }
     let due = clock.last_activity + limit;
     if now >= due { Verdict::Idle } else { Verdict::Wait(due - now) }
+}
+
+/// HTTP/2: answers wait for a flow-control window the peer does not open (more streams
+/// are sending than answers are waiting for their host), and no DATA frame went out for
+/// the idle timeout. What a full socket is to HTTP/1, a closed window is to HTTP/2; the
+/// peer may well go on sending PINGs meanwhile.
+fn stalled(state: &ConnState, clock: &mut Clock, now: u64, idle_ms: u64) -> bool {
+    if idle_ms == 0 || !state.is_h2.load(Relaxed) || state.h2_sending.load(Relaxed) <= state.h2_idle_bodies.load(Relaxed) {
+        clock.stalled_since = None;
+        return false;
+    }
+    let frames = state.h2_data_frames.load(Relaxed);
+    if clock.stalled_since.is_none() || frames != clock.data_frames {
+        clock.data_frames = frames;
+        clock.stalled_since = Some(now);
+    }
+    clock.stalled_since.is_some_and(|since| now >= since + idle_ms)
 }

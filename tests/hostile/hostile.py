@@ -264,8 +264,11 @@ class H2Attacker:
         self.blocked = False
         self.frames_in = {}
         self.bytes_in = 0
+        # Connection window the server opened for us (WINDOW_UPDATE on stream 0).
+        self.credit = 0
         self.closed = False
         self.reads = read
+        self.send_lock = threading.Lock()
         self.send(PREFACE + (initial_settings or frame(SETTINGS, 0, 0)))
         if read:
             self.reader = threading.Thread(target=self._read, daemon=True)
@@ -290,7 +293,12 @@ class H2Attacker:
                 if len(buf) < 9 + n:
                     break
                 ftype = buf[3]
+                if ftype == SETTINGS and not buf[4] & ACK:
+                    # Acked, or the server keeps its protocol-default windows for us.
+                    self.send(frame(SETTINGS, ACK, 0))
                 self.frames_in[ftype] = self.frames_in.get(ftype, 0) + 1
+                if ftype == WINDOW_UPDATE and n == 4 and int.from_bytes(buf[5:9], "big") == 0:
+                    self.credit += int.from_bytes(buf[9:13], "big") & 0x7FFFFFFF
                 if ftype == GOAWAY and self.goaway is None:
                     self.goaway = int.from_bytes(buf[13:17], "big") if n >= 8 else -1
                     self._cut()
@@ -303,6 +311,10 @@ class H2Attacker:
     def send(self, data, deadline=None):
         """All of `data`, or False: the server cut the connection off, or (past
         `deadline`) it stopped reading (then `blocked` is set)."""
+        with self.send_lock:
+            return self._send(data, deadline)
+
+    def _send(self, data, deadline):
         view = memoryview(data)
         while view:
             if self.cut_at is not None:
