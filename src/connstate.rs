@@ -38,6 +38,9 @@ pub(crate) struct ConnState {
     pub(crate) h2_sending: AtomicU32,
     pub(crate) h2_idle_bodies: AtomicU32,
     pub(crate) h2_data_frames: AtomicU64,
+    /// HTTP/2 frames the peer sent that ask for work and start no request: PING,
+    /// SETTINGS, PRIORITY, WINDOW_UPDATE. A flood of them is cut (see the watchdog).
+    pub(crate) h2_control_frames: AtomicU64,
     /// Request body bytes this connection holds buffered right now (all streams). Shared
     /// with the requests' data, which may outlive the connection.
     body_bytes: Arc<AtomicU64>,
@@ -65,6 +68,7 @@ impl ConnState {
             h2_sending: AtomicU32::new(0),
             h2_idle_bodies: AtomicU32::new(0),
             h2_data_frames: AtomicU64::new(0),
+            h2_control_frames: AtomicU64::new(0),
             body_bytes: Arc::new(AtomicU64::new(0)),
             _open: open,
         })

@@ -42,14 +42,19 @@ fn starve(port: u16, window: u32, path: &str, streams: u32, limit: Duration) -> 
     c.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
     let t = Instant::now();
     let mut buf = vec![0u8; 1 << 16];
+    let mut next_ping = t;
     while t.elapsed() < limit {
         match c.read(&mut buf) {
             Ok(0) => return Some(t.elapsed()),
             Err(e) if !matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => return Some(t.elapsed()),
             _ => {}
         }
-        if c.write_all(&h2_frame(6, 0, 0, b"ping-me!")).is_err() {
-            return Some(t.elapsed());
+        // By the clock, not per answer: a PING for every PONG would be a flood of its own.
+        if Instant::now() >= next_ping {
+            next_ping += Duration::from_millis(100);
+            if c.write_all(&h2_frame(6, 0, 0, b"ping-me!")).is_err() {
+                return Some(t.elapsed());
+            }
         }
     }
     None
@@ -61,6 +66,11 @@ fn big_answers(idle_ms: u64) -> (Arc<ember::Server>, u16) {
         let body = bytes::Bytes::from(vec![b'x'; 256 << 10]);
         s.route(Some(http::Method::GET), "/big", Arc::new(move |r: &Request| {
             r.respond(200, b"", body.clone()).unwrap();
+        }))
+        .unwrap();
+        let huge = bytes::Bytes::from(vec![b'h'; 32 << 20]);
+        s.route(Some(http::Method::GET), "/huge", Arc::new(move |r: &Request| {
+            r.respond(200, b"", huge.clone()).unwrap();
         }))
         .unwrap();
         s.route(Some(http::Method::GET), "/stream", Arc::new(|r: &Request| {
@@ -138,7 +148,54 @@ fn a_large_http2_answer_to_a_steady_reader_is_not_cut() {
             let r = f.await.unwrap();
             total += r.bytes().await.unwrap().len();
         }
-        total
+        // One long download: thousands of WINDOW_UPDATEs from the client, none a flood.
+        let r = client.get(format!("http://127.0.0.1:{port}/huge")).send().await.unwrap();
+        total + r.bytes().await.unwrap().len()
     });
-    assert_eq!(n, 8 * (256 << 10));
+    assert_eq!(n, 8 * (256 << 10) + (32 << 20));
+}
+
+/// Sends `frame` `per_batch` times every `pause` for up to `limit`, reading what comes
+/// back; how long until the server closed the connection (None: still open).
+fn flood(port: u16, frame: &[u8], per_batch: usize, pause: Duration, limit: Duration) -> Option<Duration> {
+    let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let mut hello = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    hello.extend(h2_frame(4, 0, 0, &[]));
+    c.write_all(&hello).unwrap();
+    c.set_nonblocking(true).unwrap();
+    let batch = frame.repeat(per_batch);
+    let t = Instant::now();
+    let mut buf = vec![0u8; 1 << 16];
+    while t.elapsed() < limit {
+        match c.read(&mut buf) {
+            Ok(0) => return Some(t.elapsed()),
+            Err(e) if e.kind() != std::io::ErrorKind::WouldBlock => return Some(t.elapsed()),
+            _ => {}
+        }
+        let mut left = &batch[..];
+        while !left.is_empty() {
+            match c.write(left) {
+                Ok(n) => left = &left[n..],
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(1)),
+                Err(_) => return Some(t.elapsed()),
+            }
+        }
+        std::thread::sleep(pause);
+    }
+    None
+}
+
+#[test]
+fn an_http2_ping_or_settings_flood_is_cut_while_a_pinging_client_is_not() {
+    let (_s, port) = server(Dispatch::Inline, |s| {
+        s.set_limits(|l| Ok(l.idle_timeout = Duration::from_secs(30))).unwrap();
+    });
+    let ping = h2_frame(6, 0, 0, b"flooding");
+    let settings = h2_frame(4, 0, 0, &[0, 3, 0, 0, 0, 100]);
+    for (what, f) in [("PING", &ping), ("SETTINGS", &settings)] {
+        let took = flood(port, f, 1000, Duration::from_millis(1), Duration::from_secs(8));
+        assert!(took.is_some(), "a {what} flood (answered and read) was served for 8 s");
+    }
+    // Ten PINGs a second for three seconds: a keep-alive, not a flood.
+    assert_eq!(flood(port, &ping, 1, Duration::from_millis(100), Duration::from_secs(3)), None);
 }

@@ -58,6 +58,9 @@ impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
             let n = buf.filled().len() - before;
             if let Some(frames) = &mut this.frames {
                 let resets = frames.feed(&buf.filled()[before..]);
+                if frames.control > 0 {
+                    this.state.h2_control_frames.fetch_add(std::mem::take(&mut frames.control), Relaxed);
+                }
                 if resets > 0 {
                     if let Some(sent) = &mut this.sent {
                         sent.peer_reset(frames, &this.state);
@@ -131,11 +134,18 @@ struct H2Frames {
     block_open: bool,
     /// Streams the peer reset (RST_STREAM), since `Sending` last took them.
     resets: Vec<u32>,
+    /// PING, SETTINGS (not acks), PRIORITY and WINDOW_UPDATE frames since last taken.
+    control: u64,
 }
 
 const DATA: u8 = 0;
 const HEADERS: u8 = 1;
+const PRIORITY: u8 = 2;
 const RST_STREAM: u8 = 3;
+const SETTINGS: u8 = 4;
+const PING: u8 = 6;
+const WINDOW_UPDATE: u8 = 8;
+const ACK: u8 = 0x1;
 const PUSH_PROMISE: u8 = 5;
 const CONTINUATION: u8 = 9;
 const END_STREAM: u8 = 0x1;
@@ -147,7 +157,7 @@ fn stream_id(head: &[u8; 9]) -> u32 {
 
 impl H2Frames {
     fn new() -> H2Frames {
-        H2Frames { preface: 24, head: [0; 9], head_len: 0, payload_left: 0, kind: DATA, block_open: false, resets: Vec::new() }
+        H2Frames { preface: 24, head: [0; 9], head_len: 0, payload_left: 0, kind: DATA, block_open: false, resets: Vec::new(), control: 0 }
     }
 
     /// Follows `bytes`; returns how many RST_STREAM frames began in them.
@@ -174,6 +184,11 @@ impl H2Frames {
                 self.kind = h[3];
                 if matches!(self.kind, HEADERS | PUSH_PROMISE | CONTINUATION) {
                     self.block_open = h[4] & END_HEADERS == 0;
+                }
+                match self.kind {
+                    PING | SETTINGS if h[4] & ACK == 0 => self.control += 1,
+                    PRIORITY | WINDOW_UPDATE => self.control += 1,
+                    _ => {}
                 }
                 if self.kind == RST_STREAM {
                     resets += 1;

@@ -80,6 +80,10 @@ pub(crate) async fn serve(
                     sleep.as_mut().reset(tokio::time::Instant::now() + POLITE_GRACE);
                 }
                 Verdict::Idle | Verdict::Close => break None,
+                Verdict::Flood => {
+                    run.log.info(&format!("{peer}: HTTP/2 control-frame flood (PING, SETTINGS, PRIORITY, WINDOW_UPDATE); connection closed"));
+                    break None;
+                }
                 // Taken while hyper still owns the socket; used once hyper is dropped.
                 Verdict::Timeout408 => break rawsock::duplicate(raw).ok(),
             }
