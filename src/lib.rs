@@ -33,6 +33,7 @@ mod signals;
 pub mod stats;
 mod stream;
 mod sysmon;
+mod trim;
 pub mod streaming;
 pub mod ws;
 

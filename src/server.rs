@@ -251,6 +251,7 @@ impl Server {
             config.trusted_proxies.clone(),
         ));
         let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+        runtime.spawn(crate::trim::watch(self.counters.clone(), shutdown_rx.clone()));
         for (std_listener, spec) in listeners.into_iter().zip(&config.listen) {
             let _enter = runtime.enter();
             let listener = tokio::net::TcpListener::from_std(std_listener).map_err(runtime_error)?;
