@@ -194,13 +194,14 @@ class Watch:
 
     def _sample(self):
         while not self.stopping.is_set():
-            kb = rss_kb(self.pid)
-            if kb is not None:
-                self.samples.append((time.monotonic(), kb))
+            kb, fds = rss_kb(self.pid), open_fds(self.pid)
+            if kb is not None and fds is not None:
+                self.samples.append((time.monotonic(), kb, fds))
             self.stopping.wait(0.1)
 
     def __enter__(self):
         self.baseline_kb = rss_kb(self.pid)
+        self.baseline_fds = open_fds(self.pid)
         # The probe's latency with no attack, for comparison.
         calm = Probe(self.port)
         for _ in range(50):
@@ -227,15 +228,28 @@ class Watch:
             self.cpu = None
 
     def peak_kb(self):
-        return max((kb for _, kb in self.samples), default=self.baseline_kb)
+        return max((kb for _, kb, _ in self.samples), default=self.baseline_kb)
 
     def last_kb(self):
         return self.samples[-1][1] if self.samples else self.baseline_kb
+
+    def peak_fds(self):
+        return max((n for _, _, n in self.samples), default=self.baseline_fds)
+
+    def fds_back_after(self, since, slack=4):
+        """Seconds from `since` (a time.monotonic()) until the server held no more than
+        `slack` descriptors above its baseline again, after its peak; None if never."""
+        peak_at = max(((t, n) for t, _, n in self.samples if t >= since), key=lambda x: x[1], default=(since, 0))[0]
+        for t, _, n in self.samples:
+            if t >= peak_at and n <= self.baseline_fds + slack:
+                return round(t - since, 2)
+        return None
 
     def report(self):
         return {"rss_baseline_mb": round(self.baseline_kb / 1024, 1),
                 "rss_peak_mb": round(self.peak_kb() / 1024, 1),
                 "rss_end_mb": round(self.last_kb() / 1024, 1),
+                "fds_baseline": self.baseline_fds, "fds_peak": self.peak_fds(),
                 "server_cpu_share": round(self.cpu / self.seconds, 2) if self.cpu is not None else None,
                 "probe_calm": self.calm, "probe_attack": self.probe.summary(),
                 "probe_failures": self.probe.failures[:5]}
