@@ -302,21 +302,26 @@ class H2Attacker:
                 return
             self.bytes_in += len(chunk)
             buf += chunk
-            while len(buf) >= 9:
-                n = int.from_bytes(buf[:3], "big")
-                if len(buf) < 9 + n:
+            # Walked by offset and cut once per read: a flood's answers (a million
+            # 9-byte acks) must not be re-copied frame by frame, or this reader falls
+            # seconds behind and sees the server's cut late.
+            at = 0
+            while len(buf) - at >= 9:
+                n = int.from_bytes(buf[at:at + 3], "big")
+                if len(buf) - at < 9 + n:
                     break
-                ftype = buf[3]
-                if ftype == SETTINGS and not buf[4] & ACK:
+                ftype, flags = buf[at + 3], buf[at + 4]
+                if ftype == SETTINGS and not flags & ACK:
                     # Acked, or the server keeps its protocol-default windows for us.
                     self.send(frame(SETTINGS, ACK, 0))
                 self.frames_in[ftype] = self.frames_in.get(ftype, 0) + 1
-                if ftype == WINDOW_UPDATE and n == 4 and int.from_bytes(buf[5:9], "big") == 0:
-                    self.credit += int.from_bytes(buf[9:13], "big") & 0x7FFFFFFF
+                if ftype == WINDOW_UPDATE and n == 4 and int.from_bytes(buf[at + 5:at + 9], "big") == 0:
+                    self.credit += int.from_bytes(buf[at + 9:at + 13], "big") & 0x7FFFFFFF
                 if ftype == GOAWAY and self.goaway is None:
-                    self.goaway = int.from_bytes(buf[13:17], "big") if n >= 8 else -1
+                    self.goaway = int.from_bytes(buf[at + 13:at + 17], "big") if n >= 8 else -1
                     self._cut()
-                buf = buf[9 + n:]
+                at += 9 + n
+            buf = buf[at:]
 
     def _cut(self):
         if self.cut_at is None and not self.closed:
