@@ -8,7 +8,7 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 app="samples/c/ember_ref"
-if [ $# -gt 0 ] && [ "$1" != "--" ]; then app="$1"; shift; fi
+case "${1:-}" in ""|--|-*) ;; *) app="$1"; shift ;; esac
 [ "${1:-}" = "--" ] && shift
 PYTHON=${PYTHON:-python3}
 # hpack (with h2) decodes the HTTP/2 answers' statuses.
