@@ -35,6 +35,9 @@ tests/run_exhaustion.sh
 step "hostile clients: HTTP/2 floods, slowloris, slow reader, header bombs, never-answered requests"
 tests/run_hostile.sh
 
+step "soak smoke (20 s): mixed requests against the C reference app, RSS growth checked"
+bench/soak/soak.py --app samples/c/ember_ref --seconds 20
+
 step "valgrind memcheck: C reference app through the conformance suite"
 tests/run_valgrind.sh
 
