@@ -165,6 +165,7 @@ namespace Ember
                         ports[i] = p;
                     }
                     _ports = ports;
+                    _tlsPorts = TlsSetup.Ports(h, addresses.Length, _options);
                 }
                 catch
                 {
@@ -198,6 +199,7 @@ namespace Ember
                 Native.Check(NativeMethods.ember_server_add_trusted_proxy(h, Utf8.Z(cidr)), "ember_server_add_trusted_proxy(" + cidr + ")");
             Native.Check(NativeMethods.ember_server_set_log(h, inst.LogThunk, IntPtr.Zero, (int)o.LogLevel), "ember_server_set_log");
             ThreadHooks.Apply(h);
+            TlsSetup.Configure(h, o);
         }
 
         static void Limit(EmberServerHandle h, int limit, long value)
@@ -347,7 +349,7 @@ namespace Ember
         internal void RaiseLog(EmberLogLevel level, string message, Exception ex)
         {
             var onLog = Log;
-            if (onLog == null || level > _options.LogLevel) return;
+            if (onLog == null || (level > _options.LogLevel && level != EmberLogLevel.Access)) return;
             try { onLog(this, new EmberLogEventArgs(level, message, ex)); }
             catch { }
         }
