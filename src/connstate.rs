@@ -32,6 +32,17 @@ pub(crate) struct ConnState {
     pub(crate) at_boundary: AtomicBool,
     /// The last write found the socket full: the peer is not reading what we send.
     pub(crate) write_blocked: AtomicBool,
+    /// HTTP/2: streams whose answer head went out and whose end has not (seen in the
+    /// frames written and read), answer bodies that wait for the host with nothing to
+    /// send, and DATA frames written. More streams open than idle bodies means answer
+    /// bytes wait for the peer's flow-control window; a peer that never opens it while
+    /// staying busy otherwise (PINGs) is cut like a peer that does not read.
+    pub(crate) h2_sending: AtomicU32,
+    pub(crate) h2_idle_bodies: AtomicU32,
+    pub(crate) h2_data_frames: AtomicU64,
+    /// HTTP/2 frames the peer sent that ask for work and start no request: PING,
+    /// SETTINGS, PRIORITY, WINDOW_UPDATE. A flood of them is cut (see the watchdog).
+    pub(crate) h2_control_frames: AtomicU64,
     /// Request body bytes this connection holds buffered right now (all streams). Shared
     /// with the requests' data, which may outlive the connection.
     body_bytes: Arc<AtomicU64>,
@@ -57,6 +68,10 @@ impl ConnState {
             started: AtomicBool::new(false),
             at_boundary: AtomicBool::new(true),
             write_blocked: AtomicBool::new(false),
+            h2_sending: AtomicU32::new(0),
+            h2_idle_bodies: AtomicU32::new(0),
+            h2_data_frames: AtomicU64::new(0),
+            h2_control_frames: AtomicU64::new(0),
             body_bytes: Arc::new(AtomicU64::new(0)),
             _open: open,
         })
@@ -122,6 +137,18 @@ impl InFlight {
     pub(crate) fn sent(&mut self, n: usize) {
         if let Some(o) = &mut self.observed {
             o.bytes += n as u64;
+        }
+    }
+}
+
+impl InFlight {
+    /// A streamed answer has nothing to send (true) or has something again (false);
+    /// called on changes only.
+    pub fn body_idle(&self, idle: bool) {
+        if idle {
+            self.conn.h2_idle_bodies.fetch_add(1, Relaxed);
+        } else {
+            self.conn.h2_idle_bodies.fetch_sub(1, Relaxed);
         }
     }
 }

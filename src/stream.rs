@@ -183,12 +183,24 @@ pub(crate) struct StreamBody {
     done: bool,
     /// The length the host stated, if any.
     declared: Option<u64>,
-    _in_flight: Option<InFlight>,
+    /// The last poll found nothing to send: this answer waits for the host, not for the
+    /// peer (counted on the connection, see `ConnState::h2_idle_bodies`).
+    idle: bool,
+    in_flight: Option<InFlight>,
 }
 
 impl StreamBody {
     pub fn new(out: Arc<Outbox>, ex: Arc<Exchange>, declared: Option<u64>, in_flight: Option<InFlight>) -> StreamBody {
-        StreamBody { out, ex, done: false, declared, _in_flight: in_flight }
+        StreamBody { out, ex, done: false, declared, idle: false, in_flight }
+    }
+
+    fn set_idle(&mut self, idle: bool) {
+        if self.idle != idle {
+            self.idle = idle;
+            if let Some(f) = &self.in_flight {
+                f.body_idle(idle);
+            }
+        }
     }
 }
 
@@ -198,12 +210,14 @@ impl Body for StreamBody {
 
     fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = self.get_mut();
-        match this.out.poll_next(cx) {
+        let next = this.out.poll_next(cx);
+        this.set_idle(next.is_pending());
+        match next {
             Poll::Ready(Some((data, writable))) => {
                 if writable {
                     this.ex.fire(Event::Writable);
                 }
-                if let Some(i) = &mut this._in_flight {
+                if let Some(i) = &mut this.in_flight {
                     i.sent(data.len());
                 }
                 Poll::Ready(Some(Ok(Frame::data(data))))
@@ -235,6 +249,7 @@ impl Body for StreamBody {
 
 impl Drop for StreamBody {
     fn drop(&mut self) {
+        self.set_idle(false);
         self.ex.answer_done();
         if self.done {
             self.ex.fire(Event::Completed);

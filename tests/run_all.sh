@@ -32,6 +32,12 @@ EMBER_DISPATCH=inline tests/run_conformance.sh samples/c/ember_ref
 step "resource exhaustion: C reference app under ulimit -n 256, 1,000 clients"
 tests/run_exhaustion.sh
 
+step "hostile clients: HTTP/2 floods, slowloris, slow reader, header bombs, never-answered requests"
+tests/run_hostile.sh
+
+step "soak smoke (20 s): mixed requests against the C reference app, RSS growth checked"
+bench/soak/soak.py --app samples/c/ember_ref --seconds 20
+
 step "valgrind memcheck: C reference app through the conformance suite"
 tests/run_valgrind.sh
 

@@ -16,18 +16,30 @@ pub(crate) struct Watched<S> {
     pub counters: Arc<Counters>,
     /// HTTP/1: the last four bytes read, across reads.
     tail: [u8; 4],
-    /// HTTP/2: where the byte stream is in its frames.
+    /// HTTP/2: where the byte stream is in its frames, each way.
     frames: Option<H2Frames>,
+    sent: Option<Sending>,
 }
 
 impl<S> Watched<S> {
     pub fn new(stream: S, is_h2: bool, state: Arc<ConnState>, counters: Arc<Counters>) -> Self {
-        Watched { stream, state, counters, tail: [0; 4], frames: is_h2.then(H2Frames::new) }
+        Watched { stream, state, counters, tail: [0; 4], frames: is_h2.then(H2Frames::new), sent: is_h2.then(Sending::default) }
     }
 
-    fn wrote(&self, res: &Poll<io::Result<usize>>) {
+    fn wrote(&mut self, res: &Poll<io::Result<usize>>, bufs: &[&[u8]]) {
         match res {
             Poll::Ready(Ok(n)) => {
+                if let Some(sent) = &mut self.sent {
+                    let mut left = *n;
+                    for b in bufs {
+                        let take = left.min(b.len());
+                        sent.feed(&b[..take], &self.state);
+                        left -= take;
+                        if left == 0 {
+                            break;
+                        }
+                    }
+                }
                 self.counters.bytes_written.fetch_add(*n as u64, Relaxed);
                 self.state.on_write(true);
             }
@@ -45,7 +57,15 @@ impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
         if let Poll::Ready(Ok(())) = res {
             let n = buf.filled().len() - before;
             if let Some(frames) = &mut this.frames {
-                frames.feed(&buf.filled()[before..]);
+                let resets = frames.feed(&buf.filled()[before..]);
+                if frames.control > 0 {
+                    this.state.h2_control_frames.fetch_add(std::mem::take(&mut frames.control), Relaxed);
+                }
+                if resets > 0 {
+                    if let Some(sent) = &mut this.sent {
+                        sent.peer_reset(frames, &this.state);
+                    }
+                }
                 this.state.h2_read(n, frames.head_pending());
                 this.counters.bytes_read.fetch_add(n as u64, Relaxed);
                 return res;
@@ -70,14 +90,19 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         let res = Pin::new(&mut this.stream).poll_write(cx, buf);
-        this.wrote(&res);
+        this.wrote(&res, &[buf]);
         res
     }
 
     fn poll_write_vectored(self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         let res = Pin::new(&mut this.stream).poll_write_vectored(cx, bufs);
-        this.wrote(&res);
+        if this.sent.is_some() {
+            let slices: Vec<&[u8]> = bufs.iter().map(|b| &**b).collect();
+            this.wrote(&res, &slices);
+        } else {
+            this.wrote(&res, &[]);
+        }
         res
     }
 
@@ -107,20 +132,37 @@ struct H2Frames {
     payload_left: u32,
     kind: u8,
     block_open: bool,
+    /// Streams the peer reset (RST_STREAM), since `Sending` last took them.
+    resets: Vec<u32>,
+    /// PING, SETTINGS (not acks), PRIORITY and WINDOW_UPDATE frames since last taken.
+    control: u64,
 }
 
 const DATA: u8 = 0;
 const HEADERS: u8 = 1;
+const PRIORITY: u8 = 2;
+const RST_STREAM: u8 = 3;
+const SETTINGS: u8 = 4;
+const PING: u8 = 6;
+const WINDOW_UPDATE: u8 = 8;
+const ACK: u8 = 0x1;
 const PUSH_PROMISE: u8 = 5;
 const CONTINUATION: u8 = 9;
+const END_STREAM: u8 = 0x1;
 const END_HEADERS: u8 = 0x4;
+
+fn stream_id(head: &[u8; 9]) -> u32 {
+    u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7FFF_FFFF
+}
 
 impl H2Frames {
     fn new() -> H2Frames {
-        H2Frames { preface: 24, head: [0; 9], head_len: 0, payload_left: 0, kind: DATA, block_open: false }
+        H2Frames { preface: 24, head: [0; 9], head_len: 0, payload_left: 0, kind: DATA, block_open: false, resets: Vec::new(), control: 0 }
     }
 
-    fn feed(&mut self, mut bytes: &[u8]) {
+    /// Follows `bytes`; returns how many RST_STREAM frames began in them.
+    fn feed(&mut self, mut bytes: &[u8]) -> usize {
+        let mut resets = 0;
         let skip = self.preface.min(bytes.len());
         self.preface -= skip;
         bytes = &bytes[skip..];
@@ -143,13 +185,86 @@ impl H2Frames {
                 if matches!(self.kind, HEADERS | PUSH_PROMISE | CONTINUATION) {
                     self.block_open = h[4] & END_HEADERS == 0;
                 }
+                match self.kind {
+                    PING | SETTINGS if h[4] & ACK == 0 => self.control += 1,
+                    PRIORITY | WINDOW_UPDATE => self.control += 1,
+                    _ => {}
+                }
+                if self.kind == RST_STREAM {
+                    resets += 1;
+                    // Bounded: `Sending` takes them after every read.
+                    self.resets.push(stream_id(h));
+                }
             }
         }
+        resets
     }
 
     fn head_pending(&self) -> bool {
         let mid_frame = self.head_len > 0 || self.payload_left > 0;
         self.preface > 0 || self.block_open || (mid_frame && self.kind != DATA)
+    }
+}
+
+/// Follows the frames the server writes: which streams have begun an answer (a HEADERS
+/// frame without END_STREAM) and not ended it (END_STREAM, or a reset either way), and
+/// the DATA frames that went out. Published to `ConnState` for the watchdog.
+#[derive(Default)]
+struct Sending {
+    head: [u8; 9],
+    head_len: usize,
+    payload_left: u32,
+    /// At most the peer's concurrent streams (hyper allows 200).
+    open: Vec<u32>,
+}
+
+impl Sending {
+    fn feed(&mut self, mut bytes: &[u8], state: &ConnState) {
+        let before = self.open.len();
+        let mut data_frames = 0u64;
+        while !bytes.is_empty() {
+            if self.payload_left > 0 {
+                let take = (self.payload_left as usize).min(bytes.len());
+                self.payload_left -= take as u32;
+                bytes = &bytes[take..];
+                continue;
+            }
+            let take = (9 - self.head_len).min(bytes.len());
+            self.head[self.head_len..self.head_len + take].copy_from_slice(&bytes[..take]);
+            self.head_len += take;
+            bytes = &bytes[take..];
+            if self.head_len < 9 {
+                break;
+            }
+            self.head_len = 0;
+            let h = &self.head;
+            self.payload_left = u32::from_be_bytes([0, h[0], h[1], h[2]]);
+            let (kind, flags, id) = (h[3], h[4], stream_id(h));
+            if kind == DATA {
+                data_frames += 1;
+            }
+            if ((kind == HEADERS || kind == DATA) && flags & END_STREAM != 0) || kind == RST_STREAM {
+                self.open.retain(|&s| s != id);
+            } else if kind == HEADERS && !self.open.contains(&id) {
+                self.open.push(id);
+            }
+        }
+        if data_frames > 0 {
+            state.h2_data_frames.fetch_add(data_frames, Relaxed);
+        }
+        if self.open.len() != before {
+            state.h2_sending.store(self.open.len() as u32, Relaxed);
+        }
+    }
+
+    fn peer_reset(&mut self, frames: &mut H2Frames, state: &ConnState) {
+        let before = self.open.len();
+        for id in frames.resets.drain(..) {
+            self.open.retain(|&s| s != id);
+        }
+        if self.open.len() != before {
+            state.h2_sending.store(self.open.len() as u32, Relaxed);
+        }
     }
 }
 

@@ -86,6 +86,10 @@ pub(crate) async fn serve(
                     sleep.as_mut().reset(tokio::time::Instant::now() + POLITE_GRACE);
                 }
                 Verdict::Idle | Verdict::Close => break None,
+                Verdict::Flood => {
+                    run.log.info(&format!("{peer}: HTTP/2 control-frame flood (PING, SETTINGS, PRIORITY, WINDOW_UPDATE); connection closed"));
+                    break None;
+                }
                 // The raw socket of a TLS connection carries records, not text: a
                 // plaintext 408 there would be garbage to the client, so it is only closed.
                 Verdict::Timeout408 if secure => break None,

@@ -20,11 +20,36 @@ pub(crate) struct Clock {
     last_activity: u64,
     head_since: Option<u64>,
     unsent: u32,
+    /// HTTP/2: since when answer bytes wait for the peer's window, and the DATA frames
+    /// written then.
+    stalled_since: Option<u64>,
+    data_frames: u64,
+    flood: Flood,
 }
+
+/// A leaky bucket of the HTTP/2 control frames a peer sent (`ConnState::h2_control_frames`).
+/// It drains with time and with useful work: requests started and DATA frames written
+/// (each of which a client may answer with WINDOW_UPDATEs).
+#[derive(Default)]
+struct Flood {
+    level: u64,
+    at: u64,
+    control: u64,
+    requests: u64,
+    data_frames: u64,
+}
+
+/// Control frames a peer may have outstanding in the bucket; a flood passes it in
+/// milliseconds, a real client (a PING a second, WINDOW_UPDATEs for what it reads, a
+/// PRIORITY per request) never comes near.
+const FLOOD_LIMIT: u64 = 10_000;
+const FLOOD_DRAIN_PER_S: u64 = 100;
+const FLOOD_CREDIT_PER_REQUEST: u64 = 8;
+const FLOOD_CREDIT_PER_DATA_FRAME: u64 = 4;
 
 impl Clock {
     pub fn new() -> Clock {
-        Clock { events: 0, requests: 0, last_activity: now_ms(), head_since: None, unsent: 0 }
+        Clock { events: 0, requests: 0, last_activity: now_ms(), head_since: None, unsent: 0, stalled_since: None, data_frames: 0, flood: Flood::default() }
     }
 
     /// Notes the bytes waiting in the socket's send queue; true if that changed.
@@ -43,6 +68,8 @@ pub(crate) enum Verdict {
     Close,
     /// An HTTP/1 request head did not arrive in time.
     Timeout408,
+    /// An HTTP/2 peer floods the connection with control frames: cut it.
+    Flood,
 }
 
 /// How often the watchdog looks even when nothing is due: state changes (a request
@@ -81,6 +108,12 @@ pub(crate) fn check(state: &ConnState, clock: &mut Clock, limits: &Limits) -> Ve
         let due = clock.last_activity + idle_ms;
         return if now >= due { Verdict::Close } else { Verdict::Wait(due - now) };
     }
+    if stalled(state, clock, now, idle_ms) {
+        return Verdict::Close;
+    }
+    if flooding(state, &mut clock.flood, now) {
+        return Verdict::Flood;
+    }
     if state.in_flight.load(Relaxed) > 0 {
         // A handler or a streamed answer is at work; the handler timeout and the body
         // rate limit look after those.
@@ -104,4 +137,38 @@ pub(crate) fn check(state: &ConnState, clock: &mut Clock, limits: &Limits) -> Ve
     }
     let due = clock.last_activity + limit;
     if now >= due { Verdict::Idle } else { Verdict::Wait(due - now) }
+}
+
+/// HTTP/2: answers wait for a flow-control window the peer does not open (more streams
+/// are sending than answers are waiting for their host), and no DATA frame went out for
+/// the idle timeout. What a full socket is to HTTP/1, a closed window is to HTTP/2; the
+/// peer may well go on sending PINGs meanwhile.
+fn stalled(state: &ConnState, clock: &mut Clock, now: u64, idle_ms: u64) -> bool {
+    if idle_ms == 0 || !state.is_h2.load(Relaxed) || state.h2_sending.load(Relaxed) <= state.h2_idle_bodies.load(Relaxed) {
+        clock.stalled_since = None;
+        return false;
+    }
+    let frames = state.h2_data_frames.load(Relaxed);
+    if clock.stalled_since.is_none() || frames != clock.data_frames {
+        clock.data_frames = frames;
+        clock.stalled_since = Some(now);
+    }
+    clock.stalled_since.is_some_and(|since| now >= since + idle_ms)
+}
+
+fn flooding(state: &ConnState, f: &mut Flood, now: u64) -> bool {
+    if !state.is_h2.load(Relaxed) {
+        return false;
+    }
+    let control = state.h2_control_frames.load(Relaxed);
+    if control == f.control {
+        return false;
+    }
+    let (requests, data_frames) = (state.requests.load(Relaxed), state.h2_data_frames.load(Relaxed));
+    let credit = (now.saturating_sub(f.at) * FLOOD_DRAIN_PER_S / 1000)
+        .saturating_add((requests - f.requests).saturating_mul(FLOOD_CREDIT_PER_REQUEST))
+        .saturating_add((data_frames - f.data_frames).saturating_mul(FLOOD_CREDIT_PER_DATA_FRAME));
+    f.level = (f.level + (control - f.control)).saturating_sub(credit);
+    *f = Flood { level: f.level, at: now, control, requests, data_frames };
+    f.level > FLOOD_LIMIT
 }

@@ -36,6 +36,7 @@ namespace Ember
             Dispatch = EmberDispatch.Pool;
             LogLevel = EmberLogLevel.Warn;
             ListenAddresses = new List<string>();
+            TrustedProxies = new List<string>();
         }
 
         /// <summary>Address used by <see cref="EmberServer.Start(int)"/>; default 127.0.0.1
@@ -75,6 +76,16 @@ namespace Ember
 
         /// <summary>Concurrent connections; engine default 10000.</summary>
         public int? MaxConnections { get; set; }
+
+        /// <summary>A path the engine answers itself for GET and HEAD, for load balancers' health
+        /// checks: 200 {"status": "ok"}, or 503 {"status": "draining"} after
+        /// <see cref="EmberServer.Drain"/>. Null (default) = none.</summary>
+        public string HealthPath { get; set; }
+
+        /// <summary>Proxies ("10.0.0.0/8", "127.0.0.1", "::1/128") whose Forwarded /
+        /// X-Forwarded-For / X-Forwarded-Proto headers and PROXY protocol headers name the client
+        /// (<see cref="EmberRequest.RemoteAddress"/>); from any other peer they are ignored.</summary>
+        public IList<string> TrustedProxies { get; private set; }
 
         /// <summary>Lowest engine log level forwarded to <see cref="EmberServer.Log"/>.</summary>
         public EmberLogLevel LogLevel { get; set; }

@@ -193,6 +193,10 @@ namespace Ember
             if (o.IdleTimeout.HasValue) Limit(h, NativeMethods.EMBER_LIMIT_IDLE_TIMEOUT_MS, Ms(o.IdleTimeout.Value));
             if (o.HandlerTimeout.HasValue) Limit(h, NativeMethods.EMBER_LIMIT_HANDLER_TIMEOUT_MS, Ms(o.HandlerTimeout.Value));
             if (o.MaxConnections.HasValue) Limit(h, NativeMethods.EMBER_LIMIT_MAX_CONNECTIONS, o.MaxConnections.Value);
+            if (o.HealthPath != null)
+                Native.Check(NativeMethods.ember_server_set_health_path(h, Utf8.Z(o.HealthPath)), "ember_server_set_health_path");
+            foreach (string cidr in o.TrustedProxies)
+                Native.Check(NativeMethods.ember_server_add_trusted_proxy(h, Utf8.Z(cidr)), "ember_server_add_trusted_proxy(" + cidr + ")");
             Native.Check(NativeMethods.ember_server_set_log(h, inst.LogThunk, IntPtr.Zero, (int)o.LogLevel), "ember_server_set_log");
             ThreadHooks.Apply(h);
             TlsSetup.Configure(h, o);
@@ -225,6 +229,19 @@ namespace Ember
 
         /// <summary>Bound ports, one per listen address, in order.</summary>
         public IReadOnlyList<int> Ports { get { return (int[])_ports.Clone(); } }
+
+        /// <summary>
+        /// Starts draining ahead of a stop (a rolling restart behind a load balancer): the health
+        /// path answers 503 and every HTTP/1.1 answer closes its connection, so the balancer takes
+        /// this process out; requests are still served until <see cref="Stop()"/>. Idempotent.
+        /// </summary>
+        public void Drain()
+        {
+            NativeInstance inst;
+            lock (_gate) inst = _running;
+            if (inst == null) throw new InvalidOperationException("Drain needs a running server.");
+            Native.Check(NativeMethods.ember_server_drain(inst.Handle), "ember_server_drain");
+        }
 
         /// <summary>Stops gracefully, waiting up to 5 s for in-flight requests.</summary>
         public void Stop() { Stop(TimeSpan.FromSeconds(5)); }

@@ -136,6 +136,15 @@ namespace Ember.Interop
         internal static extern int ember_server_set_limit(EmberServerHandle server, int limit, ulong value);
 
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int ember_server_set_health_path(EmberServerHandle server, byte[] path);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int ember_server_add_trusted_proxy(EmberServerHandle server, byte[] cidr);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int ember_server_drain(EmberServerHandle server);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern int ember_server_set_log(EmberServerHandle server, EmberLogFn log, IntPtr userData, int minLevel);
 
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]

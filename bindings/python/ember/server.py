@@ -117,7 +117,15 @@ class Server(TlsMixin, FrontMixin):
     """
 
     def __init__(self, *, workers: int = 0, dispatch: str = "pool", pool_threads: int = 0,
-                 loop: Any = None, **limits: float | None) -> None:
+                 loop: Any = None, health_path: str | None = None, trusted_proxies: Iterable[str] = (),
+                 **limits: float | None) -> None:
+        if health_path is not None and not health_path.startswith("/"):
+            raise ValueError(f"ember: a health path starts with '/': {health_path!r}")
+        # Behind a load balancer: the engine answers `health_path` itself (200, or 503 once
+        # drain() was called), and only `trusted_proxies` (CIDRs) may name the client
+        # through Forwarded / X-Forwarded-For / X-Forwarded-Proto or the PROXY protocol.
+        self.health_path = health_path
+        self.trusted_proxies = [str(c) for c in trusted_proxies]
         if dispatch not in ("pool", "inline"):
             raise ValueError("ember: dispatch is 'pool' or 'inline'")
         self.workers = workers
@@ -256,6 +264,12 @@ class Server(TlsMixin, FrontMixin):
                     native.add_route(r)
                 for endpoint in self._websockets:
                     native.add_websocket(endpoint)
+                if self.health_path is not None:
+                    check(L.ember_server_set_health_path(native.ptr, self.health_path.encode("utf-8")),
+                          "ember_server_set_health_path")
+                for cidr in self.trusted_proxies:
+                    check(L.ember_server_add_trusted_proxy(native.ptr, cidr.encode("ascii")),
+                          "ember_server_add_trusted_proxy")
                 self._apply_front(native.ptr)
                 addr = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
                 if reuse_port:
@@ -281,6 +295,15 @@ class Server(TlsMixin, FrontMixin):
             self._port = out.value
             _running.add(self)
             return out.value
+
+    def drain(self) -> None:
+        """Starts draining ahead of a stop (a rolling restart behind a load balancer): the
+        health path answers 503 and every HTTP/1.1 answer closes its connection, so the
+        balancer takes this process out; requests are still served until ``stop()``."""
+        native = self._native
+        if native is None:
+            raise RuntimeError("ember: drain() needs a running server")
+        check(L.ember_server_drain(native.ptr), "ember_server_drain")
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stops gracefully: no new connections, in-flight requests get up to ``timeout``

@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""Soak (issue 12 item 5): mixed requests against one reference app for a while, its RSS
+sampled every second; fails on an unexpected answer or on RSS growth after warm-up.
+
+    bench/soak/soak.py --app samples/c/ember_ref --seconds 20          # the CI smoke
+    bench/soak/soak.py --app "python3 samples/python/ember_ref.py" --seconds 3600 --out bench/results/soak-py
+
+The mix, per client thread: GET / , GET /users/{id}, POST /echo (0 B to 64 KiB), GET /inspect,
+GET /fail (500), GET /slow?ms=5, an unknown path (404), a body over the limit (413), and
+keep-alive churn (every 20th request closes its connection). Growth: the RSS peak of the
+last half against the peak of the first half after warm-up (the first quarter); allowed
+5% or 2 MB, whichever is larger.
+"""
+import argparse
+import http.client
+import json
+import os
+import random
+import sys
+import threading
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "tests", "conformance"))
+from appproc import App  # noqa: E402
+
+HELLO = b'{"code": 1, "msg": "Hello WebAPI"}'
+
+
+def rss_kb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def one(conn, rnd):
+    """One request of the mix; returns (ok, description) after checking the answer."""
+    kind = rnd.randrange(8)
+    close = rnd.randrange(20) == 0
+    headers = {"Connection": "close"} if close else {}
+    if kind == 0:
+        conn.request("GET", "/", headers=headers)
+        want, check = 200, lambda b: b == HELLO
+    elif kind == 1:
+        uid = "u%d" % rnd.randrange(1000000)
+        conn.request("GET", "/users/" + uid, headers=headers)
+        want, check = 200, lambda b: json.loads(b) == {"id": uid}
+    elif kind == 2:
+        body = os.urandom(rnd.choice([0, 1, 100, 4096, 65536]))
+        conn.request("POST", "/echo", body=body, headers=dict(headers, **{"Content-Type": "application/x-soak"}))
+        want, check = 200, lambda b: b == body
+    elif kind == 3:
+        conn.request("GET", "/inspect?x=%d" % rnd.randrange(100), headers=headers)
+        want, check = 200, lambda b: json.loads(b)["path"] == "/inspect"
+    elif kind == 4:
+        conn.request("GET", "/fail", headers=headers)
+        want, check = 500, lambda b: True
+    elif kind == 5:
+        conn.request("GET", "/slow?ms=5", headers=headers)
+        want, check = 200, lambda b: json.loads(b) == {"slept_ms": 5}
+    elif kind == 6:
+        conn.request("GET", "/no/such/path", headers=headers)
+        want, check = 404, lambda b: True
+    else:
+        # Declared over the limit and not sent: the engine answers 413 from the head
+        # (a client still writing the body would race the close: EPIPE).
+        conn.putrequest("POST", "/echo")
+        conn.putheader("Content-Length", str(1048576 + 1))
+        conn.endheaders()
+        want, check = 413, lambda b: True
+    r = conn.getresponse()
+    body = r.read()
+    ok = r.status == want and check(body)
+    # 413 closes (the rest of the body is unread), and so do answers to Connection: close.
+    return ok, (kind, r.status), close or kind == 7 or r.getheader("Connection", "").lower() == "close"
+
+
+def client(port, deadline, counts, errors, seed):
+    rnd = random.Random(seed)
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    while time.monotonic() < deadline:
+        try:
+            ok, what, closed = one(conn, rnd)
+        except (OSError, http.client.HTTPException, ValueError) as e:
+            ok, what, closed = False, repr(e), True
+        counts[0] += 1
+        if not ok:
+            errors.append(what)
+        if closed:
+            conn.close()
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.close()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--app", default="samples/c/ember_ref")
+    ap.add_argument("--seconds", type=float, default=20)
+    ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--out", default="")
+    args = ap.parse_args()
+    app = App(args.app)
+    app.start()
+    counts, errors, samples = [0], [], []
+    deadline = time.monotonic() + args.seconds
+    threads = [threading.Thread(target=client, args=(app.port, deadline, counts, errors, i), daemon=True)
+               for i in range(args.clients)]
+    t0 = time.monotonic()
+    for t in threads:
+        t.start()
+    while time.monotonic() < deadline:
+        samples.append((round(time.monotonic() - t0, 1), rss_kb(app.proc.pid), counts[0]))
+        time.sleep(1)
+    for t in threads:
+        t.join(15)
+    alive = app.alive()
+    app.cleanup()
+    n = len(samples)
+    warm = samples[n // 4:]
+    first, last = warm[:len(warm) // 2], warm[len(warm) // 2:]
+    first_peak = max((kb for _, kb, _ in first), default=0)
+    last_peak = max((kb for _, kb, _ in last), default=0)
+    allowed = max(first_peak * 0.05, 2048)
+    result = {"app": args.app, "seconds": args.seconds, "clients": args.clients, "requests": counts[0],
+              "unexpected": len(errors), "unexpected_first": [str(e) for e in errors[:10]],
+              "rss_first_half_peak_mb": round(first_peak / 1024, 1), "rss_last_half_peak_mb": round(last_peak / 1024, 1),
+              "growth_mb": round((last_peak - first_peak) / 1024, 2), "allowed_mb": round(allowed / 1024, 2),
+              "alive": alive, "samples": samples}
+    if args.out:
+        with open(args.out + ".json", "w") as f:
+            json.dump(result, f, indent=1)
+    print(json.dumps({k: v for k, v in result.items() if k != "samples"}))
+    failed = errors or not alive or last_peak - first_peak > allowed or n < 4
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
