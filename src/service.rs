@@ -112,7 +112,7 @@ async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incomi
     };
     let forwarded = crate::proxy::forwarded(conn.peer.ip(), &parts.headers, &run.trusted);
     let (id, rx) = registry::begin(run.server_id);
-    let pending = Pending(id);
+    let mut pending = Pending(id);
     let flags = if streamed.is_some() { FLAG_BODY_STREAMED } else { 0 } | if ws_route.is_some() { FLAG_WEBSOCKET } else { 0 };
     let data = Arc::new(
         RequestData::new(Parts {
@@ -172,7 +172,7 @@ async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incomi
 
     // Dropped while the open callback decides (client gone, stop): the handle ends.
     let _opening = ws_conn.as_ref().map(|(ws, _)| AbandonOnDrop(ws.clone()));
-    let mut answer = wait(run, pending, rx, inbox.as_deref()).await;
+    let mut answer = wait(run, &mut pending, rx, inbox.as_deref()).await;
     let upgrade = match ws_conn {
         Some((ws, accept)) if answer.status == 101 => match parts.extensions.remove::<hyper::upgrade::OnUpgrade>() {
             Some(on_upgrade) => {
@@ -264,9 +264,14 @@ fn upgrade_required() -> Answer {
     a
 }
 
-async fn wait(run: &Run, pending: Pending, mut rx: oneshot::Receiver<Answer>, inbox: Option<&Inbox>) -> Answer {
+async fn wait(run: &Run, pending: &mut Pending, mut rx: oneshot::Receiver<Answer>, inbox: Option<&Inbox>) -> Answer {
     match rx.try_recv() {
-        Ok(a) => return a,
+        Ok(a) => {
+            // The sender went through a claim: the request has left Pending for good
+            // (answered, streaming or refused), so the expiry on drop would change nothing.
+            pending.0 = 0;
+            return a;
+        }
         // Ended already (the monitor expired a handler that blocked inline): a polled
         // finished receiver would panic.
         Err(oneshot::error::TryRecvError::Closed) => return canned(503, false),
@@ -275,7 +280,12 @@ async fn wait(run: &Run, pending: Pending, mut rx: oneshot::Receiver<Answer>, in
     // A handler reading its body in pieces gets the handler timeout once the body is in.
     if let Some(inbox) = inbox {
         tokio::select! {
-            a = &mut rx => return a.unwrap_or_else(|_| canned(503, false)),
+            a = &mut rx => {
+                if a.is_ok() {
+                    pending.0 = 0;
+                }
+                return a.unwrap_or_else(|_| canned(503, false));
+            }
             _ = inbox.wait_finished() => {}
         }
     }
@@ -294,6 +304,9 @@ async fn wait(run: &Run, pending: Pending, mut rx: oneshot::Receiver<Answer>, in
             Err(_) => rx.await.ok(),
         }
     };
+    if outcome.is_some() {
+        pending.0 = 0;
+    }
     outcome.unwrap_or_else(|| canned(503, false))
 }
 
@@ -304,11 +317,14 @@ fn host_header_ok(parts: &http::request::Parts) -> bool {
 }
 
 /// Ends the request in the registry if this future is dropped first (client gone, stop).
+/// 0 once an answer came through, which can only follow a claim: nothing left to end.
 struct Pending(u64);
 
 impl Drop for Pending {
     fn drop(&mut self) {
-        registry::expire(self.0, false);
+        if self.0 != 0 {
+            registry::expire(self.0, false);
+        }
     }
 }
 
