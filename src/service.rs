@@ -31,13 +31,15 @@ pub const FLAG_BODY_STREAMED: u32 = 1;
 pub const FLAG_WEBSOCKET: u32 = 2;
 
 pub(crate) async fn handle(run: Arc<Run>, conn: Arc<ConnState>, req: http::Request<Incoming>) -> Result<http::Response<Reply>, Infallible> {
-    let bodiless = !req.headers().contains_key(http::header::TRANSFER_ENCODING)
-        && req.headers().get(CONTENT_LENGTH).is_none_or(|v| v.as_bytes() == b"0");
+    // Looked up once: whether the request has a body, and the length it declares.
+    let length = req.headers().get(CONTENT_LENGTH);
+    let bodiless = !req.headers().contains_key(http::header::TRANSFER_ENCODING) && length.is_none_or(|v| v.as_bytes() == b"0");
+    let declared = length.and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     let in_flight = conn.request_started(bodiless);
     run.counters.requests.fetch_add(1, Relaxed);
     let head_only = req.method() == Method::HEAD;
     let is_h2 = req.version() == Version::HTTP_2;
-    let (mut answer, upgrade) = answer(&run, &conn, req).await;
+    let (mut answer, upgrade) = answer(&run, &conn, req, declared).await;
     run.counters.status(answer.status);
     if run.health.is_draining() && !is_h2 && upgrade.is_none() {
         // Keep-alive clients (a proxy's upstream pool) reconnect, to another process.
@@ -56,7 +58,8 @@ pub(crate) async fn handle(run: Arc<Run>, conn: Arc<ConnState>, req: http::Reque
 
 type Upgrade = Option<(Arc<WsConn>, hyper::upgrade::OnUpgrade)>;
 
-async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incoming>) -> (Answer, Upgrade) {
+/// `declared`: the request's Content-Length.
+async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incoming>, declared: Option<u64>) -> (Answer, Upgrade) {
     let (mut parts, body) = req.into_parts();
     if !host_header_ok(&parts) {
         return (canned(400, true), None);
@@ -95,7 +98,6 @@ async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incomi
         Endpoint::Http { .. } => None,
     };
     let stream_body = matches!(endpoint, Endpoint::Http { stream_body: true, .. });
-    let declared = parts.headers.get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     let body_limit = if stream_body { run.limits.max_stream_body_bytes } else { run.limits.max_body_bytes };
     if declared.is_some_and(|n| n > body_limit) {
         // Refuse before reading; closing keeps the unread body from being taken as a request.
