@@ -182,6 +182,11 @@
 #define EMBER_REQUEST_WEBSOCKET 2
 
 /**
+ * `ember_request_info.flags`: the request came through a TLS listener (HTTPS, WSS).
+ */
+#define EMBER_REQUEST_TLS 4
+
+/**
  * Events (`ember_event_fn`): a refused write may now go through.
  */
 #define EMBER_EVENT_WRITABLE 1
@@ -220,9 +225,74 @@
 #define EMBER_LOG_DEBUG 4
 
 /**
+ * The level of access log lines sent to the log callback (`ember_server_set_access_log`
+ * with a NULL path). Not a threshold: they arrive whatever level the callback has.
+ */
+#define EMBER_LOG_ACCESS 5
+
+/**
+ * `ember_server_set_access_log`: no access log (the default).
+ */
+#define EMBER_ACCESS_LOG_OFF 0
+
+/**
+ * `ember_server_set_access_log`: Apache's Combined Log Format.
+ */
+#define EMBER_ACCESS_LOG_COMBINED 1
+
+/**
+ * `ember_server_set_access_log`: one JSON object per line.
+ */
+#define EMBER_ACCESS_LOG_JSON 2
+
+/**
  * `ember_server_wait` timeout meaning "no timeout".
  */
 #define EMBER_WAIT_FOREVER UINT32_MAX
+
+/**
+ * `ember_server_cors` flag: credentials (cookies, HTTP authentication) are allowed:
+ * `Access-Control-Allow-Credentials: true`, and the origin is named instead of "*".
+ */
+#define EMBER_CORS_CREDENTIALS 1
+
+/**
+ * `ember_server_static` flag: a request for a folder ("/static/docs/") gets its
+ * `index.html`; one without the final '/' is redirected (301) to it.
+ */
+#define EMBER_STATIC_INDEX 1
+
+/**
+ * `ember_server_static` flag: `name.br` / `name.gz` beside a file of a compressible type
+ * are sent instead of it to clients that accept that encoding.
+ */
+#define EMBER_STATIC_PRECOMPRESSED 2
+
+/**
+ * `ember_server_static` flag: a path under the mount that names no file gets the
+ * mount's `index.html` with 200 (single-page applications that route in the browser).
+ */
+#define EMBER_STATIC_SPA 4
+
+/**
+ * `ember_server_static` flag: names starting with '.' are served (404 by default).
+ */
+#define EMBER_STATIC_DOTFILES 8
+
+/**
+ * The recommended flags: `EMBER_STATIC_INDEX | EMBER_STATIC_PRECOMPRESSED`.
+ */
+#define EMBER_STATIC_DEFAULT (EMBER_STATIC_INDEX | EMBER_STATIC_PRECOMPRESSED)
+
+/**
+ * `ember_server_set_compression`: gzip.
+ */
+#define EMBER_COMPRESS_GZIP 1
+
+/**
+ * `ember_server_set_compression`: brotli (`br`).
+ */
+#define EMBER_COMPRESS_BR 2
 
 /**
  * `ember_request_info.flags`: the body is read with `ember_request_read`.
@@ -235,16 +305,70 @@
 #define FLAG_WEBSOCKET 2
 
 /**
+ * `ember_request_info.flags`: the request came over TLS.
+ */
+#define FLAG_TLS 4
+
+/**
  * An HTTP server (opaque). Create with `ember_server_new`, free with `ember_server_free`.
  * Every function taking it is safe to call from any thread.
  */
 typedef struct ember_server ember_server;
 
 /**
+ * A list of certificates for a TLS listener (opaque). Create with
+ * `ember_tls_config_new`, free with `ember_tls_config_free`. Safe to use from any
+ * thread; the functions that take it copy what they need.
+ */
+typedef struct ember_tls_config ember_tls_config;
+
+/**
  * Every fallible function returns one: 0 (`EMBER_OK`) or a negative `EMBER_ERR_*` code.
  * The message of the last error on this thread: `ember_last_error()`.
  */
 typedef int32_t ember_result;
+
+/**
+ * The counters (C layout: `ember_cache_stats`). Fields are only ever appended.
+ */
+typedef struct ember_cache_stats {
+  /**
+   * `sizeof(ember_cache_stats)` of the library that filled it.
+   */
+  size_t size;
+  /**
+   * Requests answered from the cache.
+   */
+  uint64_t hits;
+  /**
+   * Cacheable requests (GET/HEAD without Authorization) that found nothing.
+   */
+  uint64_t misses;
+  /**
+   * Answers stored.
+   */
+  uint64_t stores;
+  /**
+   * Entries dropped to stay under the memory cap.
+   */
+  uint64_t evictions;
+  /**
+   * Entries dropped because their time was up.
+   */
+  uint64_t expirations;
+  /**
+   * Entries removed by purges.
+   */
+  uint64_t purged;
+  /**
+   * Entries held now.
+   */
+  uint64_t entries;
+  /**
+   * Bytes held now (bodies, headers, compressed copies and a fixed overhead per entry).
+   */
+  uint64_t bytes;
+} ember_cache_stats;
 
 /**
  * A request handle: a generation-checked token (never 0), not a pointer. Using a handle
@@ -571,6 +695,48 @@ extern "C" {
 #endif // __cplusplus
 
 /**
+ * Turns the output cache on with a memory cap of `max_bytes` (0 = off, the default).
+ *
+ * An answer whose headers include `Ember-Cache: N` (N seconds, 1 to 31536000) is kept
+ * for N seconds; the engine removes that header, so it never reaches a client. Later
+ * GET and HEAD requests with the same path and query (and the same values of the
+ * headers the answer's `Vary` names, and of the key headers) are answered from memory,
+ * without calling the host, with an `Age` header. Never kept: answers with
+ * `Set-Cookie`, `Cache-Control: private`, `no-store` or `no-cache`, `Vary: *`, streamed
+ * answers, statuses other than 200, 203, 204, 300, 301, 308, 404, 405, 410, 414 and 501,
+ * and answers larger than a quarter of the cap. Requests with `Authorization` or a body
+ * always reach the host. Compressed copies are made on demand and kept with the entry.
+ * Past the cap the coldest entries are dropped. Before start only.
+ */
+ember_result ember_server_set_cache(struct ember_server *server, uint64_t max_bytes);
+
+/**
+ * Makes request header `name` part of every cache key ("Accept-Language", "X-Tenant"),
+ * as if every cached answer named it in `Vary`. Before start only. Copied.
+ */
+ember_result ember_server_cache_key_header(struct ember_server *server, const char *name);
+
+/**
+ * Drops every cached answer whose path + query starts with `prefix` ("/products/" ;
+ * "" drops all). `*out_count` (NULL is fine) receives how many went. Any thread, also
+ * from a handler. On a server that is not running nothing is cached: 0.
+ * `EMBER_ERR_STATE` when the cache is off.
+ */
+ember_result ember_server_cache_purge(struct ember_server *server,
+                                      const char *prefix,
+                                      uint64_t *out_count);
+
+/**
+ * Copies the cache's counters into `*out_stats` (zeros on a server that is not
+ * running). `stats_size` is `sizeof(ember_cache_stats)` as the caller knows it: at most
+ * that many bytes are written; `out_stats->size` tells how many the library filled.
+ * `EMBER_ERR_STATE` when the cache is off. Any thread.
+ */
+ember_result ember_server_cache_stats(const struct ember_server *server,
+                                      struct ember_cache_stats *out_stats,
+                                      size_t stats_size);
+
+/**
  * The message of the last error on this thread; never NULL ("" if none yet).
  *
  * Ownership: the library owns the string. It stays valid until the next failing
@@ -605,6 +771,120 @@ const char *ember_version(void);
  * `EMBER_ABI_VERSION` of the loaded library: compare with the header's to detect a mismatch.
  */
 uint32_t ember_abi_version(void);
+
+/**
+ * Turns the access log on or off (off by default): one line per answered request,
+ * `EMBER_ACCESS_LOG_COMBINED` (Apache's Combined Log Format, times in UTC) or
+ * `EMBER_ACCESS_LOG_JSON` (one JSON object per line: time, remote, method, target,
+ * version, status, bytes, duration_ms, tls, referer, user_agent); `EMBER_ACCESS_LOG_OFF`
+ * turns it off. `path` (UTF-8, copied) names a file the lines are appended to, opened at
+ * start (`ember_server_start` fails with the file named if it cannot be); NULL sends
+ * each line (without newline) to the log callback with level `EMBER_LOG_ACCESS`,
+ * whatever level the callback was set up with.
+ *
+ * Lines are written by a thread of their own, buffered, so requests never wait for
+ * them; when it falls behind, lines are dropped and counted (a warning says how many,
+ * metrics show `ember_access_log_dropped_total`). A line is written when the answer's
+ * last byte was handed to the connection; `bytes` counts the body bytes sent. Requests
+ * the parser refuses before they start (a malformed head: 400, 431) have no line.
+ * Before start only.
+ */
+ember_result ember_server_set_access_log(struct ember_server *server,
+                                         int32_t format,
+                                         const char *path);
+
+/**
+ * Closes the access log file and opens it again by its path, creating it (for
+ * logrotate: move the file, then call this; or use `copytruncate`). Every line of a
+ * request answered before the call goes to the old file. Any thread, while running.
+ * Returns `EMBER_OK` and does nothing when the lines go to the log callback;
+ * `EMBER_ERR_STATE` when the access log is off or the server is not running;
+ * `EMBER_ERR_INVALID_ARG` naming the file when it cannot be opened (the old one stays
+ * in use).
+ */
+ember_result ember_server_reopen_access_log(struct ember_server *server);
+
+/**
+ * Turns metrics on: a path ("/metrics", copied) is answered by the engine itself
+ * (before any route, GET and HEAD; other methods 405) with the Prometheus text format
+ * 0.0.4; "" keeps the metrics without a path, for `ember_server_metrics`. NULL turns
+ * them off (the default). The metrics: the counters of `ember_stats`, answers by status
+ * code, a histogram of request durations (from the complete request head to the last
+ * byte of the answer), TLS handshakes and failures. Before start only.
+ *
+ * The path answers every client on every listener; to restrict who reads the metrics,
+ * use "" and serve `ember_server_metrics` from your own route behind your own check.
+ */
+ember_result ember_server_set_metrics(struct ember_server *server, const char *path);
+
+/**
+ * Copies the metrics text (as the metrics path answers it) into `buf`, NUL-terminated.
+ * `*out_len` (NULL is fine) receives its length without the NUL. When it does not fit
+ * in `cap` bytes, nothing is copied and `EMBER_ERR_BUFFER_TOO_SMALL` is returned: call
+ * again with more room (the text grows as new status codes appear; `buf` may be NULL
+ * when `cap` is 0). `EMBER_ERR_STATE` when metrics are off or the server is not running.
+ */
+ember_result ember_server_metrics(const struct ember_server *server,
+                                  char *buf,
+                                  size_t cap,
+                                  size_t *out_len);
+
+/**
+ * A CORS policy for the paths under `prefix` ("/api" covers "/api" and "/api/…"; the
+ * longest matching prefix wins; a second policy for the same prefix replaces the first).
+ *
+ * - `origins`: "*" or a comma-separated list ("https://app.example, http://localhost:3000").
+ * - `methods`: comma-separated ("GET, POST, PUT"); NULL = "GET, HEAD, POST".
+ * - `headers`: request headers a page may send ("Content-Type, X-Token"); NULL or "*" =
+ *   whatever the preflight asks for.
+ * - `expose`: response headers a page may read (`Access-Control-Expose-Headers`); NULL = none.
+ * - `max_age`: seconds a browser may reuse a preflight's answer (0 = no header).
+ * - `flags`: `EMBER_CORS_CREDENTIALS` or 0.
+ *
+ * A preflight (OPTIONS with `Origin` and `Access-Control-Request-Method`) is answered by
+ * the engine: 204 with the `Access-Control-Allow-*` headers, or 403 when the origin,
+ * method or a header is not allowed. The host is not called. Other answers (the host's,
+ * static files, cache hits) to an allowed origin get `Access-Control-Allow-Origin`
+ * (and `-Credentials`, `-Expose-Headers`); answers that depend on the origin carry
+ * `Vary: Origin`. A malformed argument is `EMBER_ERR_INVALID_ARG`. Before start only.
+ */
+ember_result ember_server_cors(struct ember_server *server,
+                               const char *prefix,
+                               const char *origins,
+                               const char *methods,
+                               const char *headers,
+                               const char *expose,
+                               uint32_t max_age,
+                               uint32_t flags);
+
+/**
+ * Adds a client address rule: `rule` is an address ("10.1.2.3", "::1") or a CIDR network
+ * ("10.0.0.0/8", "fd00::/8"); `allow` true puts it on the allow list, false on the deny
+ * list. A client on the deny list, or missing from a non-empty allow list, gets 403
+ * (IPv4 clients on an IPv6 socket match IPv4 rules). The address is the TCP peer's.
+ */
+ember_result ember_server_filter_ip(struct ember_server *server, const char *rule, bool allow);
+
+/**
+ * Serves only the methods in `methods` (comma-separated: "GET, HEAD, POST, OPTIONS");
+ * any other gets 405 with `Allow` listing these, before routing. Replaces an earlier list.
+ */
+ember_result ember_server_filter_methods(struct ember_server *server, const char *methods);
+
+/**
+ * Denies the paths matching `pattern` with 404: `*` matches any run of characters ('/'
+ * included), `?` one character; the whole path must match, without regard to ASCII
+ * case, after percent-decoding and resolving "." and ".." segments. Examples: "*.bak"
+ * (any path ending in .bak), "/admin/" followed by "*" (everything under /admin), "*" +
+ * "/.git/" + "*" (a .git folder anywhere). May be called several times.
+ */
+ember_result ember_server_filter_path(struct ember_server *server, const char *pattern);
+
+/**
+ * Requests whose target (path and query as sent) is longer than `max_bytes` get 414
+ * (0 = no limit, the default; the head size limit still applies, 431).
+ */
+ember_result ember_server_filter_max_url(struct ember_server *server, uint64_t max_bytes);
 
 /**
  * Copies the request's info struct (the same one the handler received) into
@@ -842,6 +1122,69 @@ ember_result ember_server_stats(const struct ember_server *server,
                                 size_t stats_size);
 
 /**
+ * Serves the files under `folder` at the URL prefix `prefix` ("/static": `/static/a.css`
+ * is `folder/a.css`; "/" serves the folder at the root). Several mounts may exist; the
+ * longest matching prefix wins, and mounts are looked at before routes.
+ *
+ * - GET and HEAD (others: 405 with `Allow: GET, HEAD`). Types from the file name's
+ *   extension (text with `charset=utf-8`). `ETag` and `Last-Modified` with 304
+ *   (`If-None-Match`, `If-Modified-Since`) and 412 (`If-Match`, `If-Unmodified-Since`).
+ *   One byte range (`Range: bytes=…`, `If-Range`) gets 206; a malformed or unsatisfiable
+ *   one 416 with `Content-Range: bytes *` + `/size`; several ranges get the whole file.
+ * - Refused with 403: "." and ".." segments in any spelling (`%2e%2e`, double encoding
+ *   such as `%252e`), encoded slashes and backslashes, NUL, ':' (drive letters, streams),
+ *   symlinks that lead out of `folder` (a link inside it is followed). Dotfiles get 404
+ *   unless `EMBER_STATIC_DOTFILES`; folder listings are never made.
+ * - Files up to 64 KiB are read at once; larger ones are streamed from disk in 128 KiB
+ *   chunks read on a blocking pool, never held whole in memory.
+ * - With compression on (`ember_server_set_compression`), files of compressible types
+ *   without a precompressed sibling are compressed as they are sent.
+ *
+ * `flags`: `EMBER_STATIC_*` (`EMBER_STATIC_DEFAULT` is a good start; 0 = none of them).
+ * `cache_control`: the `Cache-Control` of every answer from this mount ("max-age=3600",
+ * "no-cache"); NULL for none. `folder` must exist (`EMBER_ERR_INVALID_ARG` names it
+ * otherwise); a second mount at the same prefix is `EMBER_ERR_ROUTE`. Before start only.
+ * Strings are copied.
+ */
+ember_result ember_server_static(struct ember_server *server,
+                                 const char *prefix,
+                                 const char *folder,
+                                 uint32_t flags,
+                                 const char *cache_control);
+
+/**
+ * Compresses answers (the host's and static files) with the encodings in `codings`
+ * (`EMBER_COMPRESS_GZIP | EMBER_COMPRESS_BR`; 0 = off, the default; codings this build
+ * lacks, see `ember_compression_codings`, are left out) for clients whose
+ * `Accept-Encoding` takes one (q-values honoured; brotli wins a tie). Only bodies of
+ * `min_bytes` or more (default 1024), of text-like types (all text types, JSON, JavaScript, XML,
+ * SVG, wasm …), not encoded already and without `Cache-Control: no-transform`;
+ * compressible answers carry `Vary: Accept-Encoding`. Bodies over 16 KiB are compressed
+ * on a blocking pool, never on an I/O thread. Streamed answers (`ember_response_begin`)
+ * are sent as written. A strong `ETag` of a compressed answer becomes weak. Before start
+ * only.
+ */
+ember_result ember_server_set_compression(struct ember_server *server,
+                                          uint32_t codings,
+                                          uint64_t min_bytes);
+
+/**
+ * The codings this build of the library compresses with on the fly: `EMBER_COMPRESS_GZIP`
+ * in the default build, plus `EMBER_COMPRESS_BR` with the cargo feature `brotli`; none in
+ * the minimal one. Every build serves precompressed `.br` / `.gz` siblings of static files.
+ */
+uint32_t ember_compression_codings(void);
+
+/**
+ * Turns compression off (`enabled` false) or back on for the paths under `prefix`
+ * ("/downloads" covers "/downloads" and "/downloads/…"); the longest matching prefix
+ * decides. Per route: give the route's literal prefix. Before start only.
+ */
+ember_result ember_server_compression_path(struct ember_server *server,
+                                           const char *prefix,
+                                           bool enabled);
+
+/**
  * Starts a streamed answer: `status` (200-999) and `headers` ("Name: value" lines) now,
  * the body in `ember_response_write` calls: chunked on HTTP/1.1, DATA frames on HTTP/2.
  * A `Content-Length` among the headers is kept: the body is then sent length-delimited,
@@ -923,6 +1266,85 @@ ember_result ember_request_read(ember_request req,
  * Ownership: `user_data` stays the caller's; it must stay valid until the final event.
  */
 ember_result ember_request_on_event(ember_request req, ember_event_fn event, void *user_data);
+
+/**
+ * Creates an empty TLS configuration. `*out_config` receives it.
+ *
+ * Ownership: the caller owns it and frees it with `ember_tls_config_free`.
+ */
+ember_result ember_tls_config_new(struct ember_tls_config **out_config);
+
+/**
+ * Frees a TLS configuration. NULL is fine (no-op). Listeners made from it keep their
+ * own copy.
+ *
+ * Ownership: `tls_config` is consumed and must not be used afterwards.
+ */
+ember_result ember_tls_config_free(struct ember_tls_config *tls_config);
+
+/**
+ * Adds a certificate chain (PEM, leaf first, then intermediates) and its private key
+ * (PEM: PKCS#8, PKCS#1 RSA or SEC1 EC) read from files now. `server_name` is the SNI
+ * name it answers ("example.com", "*.example.com" for one level of subdomains; case does
+ * not matter), or NULL for the default: the certificate for clients that send no name
+ * (an IP address) or a name no certificate has. Without a default the first certificate
+ * added is used then. The first certificate added for a name wins.
+ *
+ * Errors: `EMBER_ERR_INVALID_ARG` with the file named when a file cannot be read, holds
+ * no certificate or key, or the key does not belong to the certificate;
+ * `EMBER_ERR_STATE` in a library built without TLS. Paths are UTF-8 and copied;
+ * `ember_server_tls_reload` reads the same files again.
+ */
+ember_result ember_tls_config_add_cert_files(struct ember_tls_config *tls_config,
+                                             const char *server_name,
+                                             const char *cert_path,
+                                             const char *key_path);
+
+/**
+ * Like `ember_tls_config_add_cert_files`, with the PEM text itself (`cert_len` and
+ * `key_len` bytes, no NUL needed). Both are copied.
+ */
+ember_result ember_tls_config_add_cert_pem(struct ember_tls_config *tls_config,
+                                           const char *server_name,
+                                           const void *cert_pem,
+                                           size_t cert_len,
+                                           const void *key_pem,
+                                           size_t key_len);
+
+/**
+ * Adds a TLS listener: like `ember_server_listen_flags` (same flags; with
+ * `EMBER_LISTEN_PROXY_PROTOCOL` the PROXY header comes before the handshake), serving HTTPS
+ * with the certificates of `tls_config`, which is copied (free it when you like).
+ * HTTP/2 is offered by ALPN next to HTTP/1.1; HTTP/2 prior knowledge stays a plain
+ * listener's. TLS 1.2 and 1.3 only; clients of older versions, and anything that is not
+ * TLS, are dropped in the handshake without touching other connections. The header
+ * timeout also bounds the handshake. Before start only.
+ *
+ * Errors: `EMBER_ERR_INVALID_ARG` for a bad address, unknown flags or a configuration
+ * without certificates; `EMBER_ERR_STATE` after start or in a library built without TLS.
+ */
+ember_result ember_server_listen_tls(struct ember_server *server,
+                                     const char *address,
+                                     uint32_t flags,
+                                     const struct ember_tls_config *tls_config);
+
+/**
+ * Reads the certificate and key files of every TLS listener again (certificates given
+ * as PEM text are kept) and uses them for new handshakes; connections already open keep
+ * theirs. All or nothing: when a file fails, no listener changes and the error
+ * (`EMBER_ERR_INVALID_ARG`) names the file. Any time, any thread (e.g. on SIGHUP).
+ */
+ember_result ember_server_tls_reload(struct ember_server *server);
+
+/**
+ * Gives the `index`-th listener (0-based, in listen order, as for `ember_server_port`)
+ * the certificates of `tls_config` (copied) for new handshakes. Any time, any thread.
+ * Errors: `EMBER_ERR_INVALID_ARG` when that listener is not a TLS listener, the index is
+ * out of range or the configuration has no certificate.
+ */
+ember_result ember_server_tls_set(struct ember_server *server,
+                                  size_t index,
+                                  const struct ember_tls_config *tls_config);
 
 /**
  * Registers a WebSocket endpoint on `pattern` (route syntax; GET upgrades on HTTP/1.1).

@@ -7,6 +7,7 @@ use crate::dispatch::{Job, Mailbox, Submit};
 use crate::engine::Run;
 use crate::error::ErrorKind;
 use crate::exchange::{Event, Exchange};
+use crate::front;
 use crate::handler::{self, Handler, Request};
 use crate::inbox::{self, InError, Inbox};
 use crate::registry;
@@ -29,17 +30,24 @@ use tokio::sync::oneshot;
 pub const FLAG_BODY_STREAMED: u32 = 1;
 /// `ember_request_info.flags`: a WebSocket upgrade request.
 pub const FLAG_WEBSOCKET: u32 = 2;
+/// `ember_request_info.flags`: the request came over TLS.
+pub const FLAG_TLS: u32 = 4;
 
 pub(crate) async fn handle(run: Arc<Run>, conn: Arc<ConnState>, req: http::Request<Incoming>) -> Result<http::Response<Reply>, Infallible> {
     // Looked up once: whether the request has a body, and the length it declares.
     let length = req.headers().get(CONTENT_LENGTH);
     let bodiless = !req.headers().contains_key(http::header::TRANSFER_ENCODING) && length.is_none_or(|v| v.as_bytes() == b"0");
     let declared = length.and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
-    let in_flight = conn.request_started(bodiless);
+    let begun = run.observe.as_ref().map(|o| o.begin(&req, &conn));
+    let mut in_flight = conn.request_started(bodiless);
     run.counters.requests.fetch_add(1, Relaxed);
     let head_only = req.method() == Method::HEAD;
     let is_h2 = req.version() == Version::HTTP_2;
-    let (mut answer, upgrade) = answer(&run, &conn, req, declared).await;
+    let (ctx, (answer, upgrade)) = match front::enter(&run, &conn, &req).await {
+        front::Entry::Answered(a) => (None, (a, None)),
+        front::Entry::Pass(ctx) => (ctx, answer(&run, &conn, req, declared).await),
+    };
+    let mut answer = front::leave(ctx, answer).await;
     run.counters.status(answer.status);
     if run.health.is_draining() && !is_h2 && upgrade.is_none() {
         // Keep-alive clients (a proxy's upstream pool) reconnect, to another process.
@@ -52,6 +60,9 @@ pub(crate) async fn handle(run: Arc<Run>, conn: Arc<ConnState>, req: http::Reque
             stall: run.limits.idle_timeout.max(std::time::Duration::from_secs(1)),
         };
         tokio::spawn(ws::run(ws, on_upgrade, limits, run.shutdown.clone(), conn.clone()));
+    }
+    if let (Some(o), Some(b)) = (&run.observe, begun) {
+        in_flight.observed = Some(o.observed(b, answer.status));
     }
     Ok(to_response(answer, head_only, is_h2, in_flight))
 }
@@ -69,6 +80,9 @@ async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incomi
         return (canned(431, true), None);
     }
     if let Some(a) = run.health.answer(&parts.method, parts.uri.path()) {
+        return (a, None);
+    }
+    if let Some(a) = run.observe.as_ref().and_then(|o| o.metrics_answer(&parts.method, parts.uri.path(), &run.counters)) {
         return (a, None);
     }
     let upgrade = ws::wants_upgrade(&parts.headers);
@@ -115,7 +129,8 @@ async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incomi
     let forwarded = crate::proxy::forwarded(conn.peer.ip(), &parts.headers, &run.trusted);
     let (id, rx) = registry::begin(run.server_id);
     let mut pending = Pending(id);
-    let flags = if streamed.is_some() { FLAG_BODY_STREAMED } else { 0 } | if ws_route.is_some() { FLAG_WEBSOCKET } else { 0 };
+    let flags = if streamed.is_some() { FLAG_BODY_STREAMED } else { 0 } | if ws_route.is_some() { FLAG_WEBSOCKET } else { 0 }
+        | if conn.secure { FLAG_TLS } else { 0 };
     let data = Arc::new(
         RequestData::new(Parts {
             id,
@@ -314,8 +329,12 @@ async fn wait(run: &Run, pending: &mut Pending, mut rx: oneshot::Receiver<Answer
 
 /// RFC 9112 §3.2: an HTTP/1.1 request carries exactly one Host header, HTTP/1.0 at most one.
 fn host_header_ok(parts: &http::request::Parts) -> bool {
-    let hosts = parts.headers.get_all(http::header::HOST).iter().count();
-    if parts.version == Version::HTTP_11 { hosts == 1 } else { hosts <= 1 }
+    host_ok(parts.version, &parts.headers)
+}
+
+pub(crate) fn host_ok(version: Version, headers: &http::HeaderMap) -> bool {
+    let hosts = headers.get_all(http::header::HOST).iter().count();
+    if version == Version::HTTP_11 { hosts == 1 } else { hosts <= 1 }
 }
 
 /// Ends the request in the registry if this future is dropped first (client gone, stop).
@@ -339,7 +358,7 @@ impl Drop for ActiveRequest {
 }
 
 fn to_response(answer: Answer, head_only: bool, is_h2: bool, in_flight: InFlight) -> http::Response<Reply> {
-    let Answer { status, mut headers, body, declared_len, ex, streamed } = answer;
+    let Answer { status, mut headers, body, declared_len, ex, streamed, file } = answer;
     if is_h2 {
         // Connection-specific headers are forbidden in HTTP/2 (RFC 9113 §8.2.2).
         headers.remove(CONNECTION);
@@ -378,6 +397,11 @@ fn to_response(answer: Answer, head_only: bool, is_h2: bool, in_flight: InFlight
             };
             headers.insert(CONTENT_LENGTH, HeaderValue::from(len));
             Reply::full(Bytes::new(), Some(in_flight), ex)
+        }
+        (None, _) if file.is_some() => {
+            let mut file = file.expect("checked");
+            file.in_flight = Some(in_flight);
+            Reply::File(file)
         }
         (None, ex) => Reply::full(body, Some(in_flight), ex),
     };

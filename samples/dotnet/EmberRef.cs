@@ -2,6 +2,9 @@
 // Usage: mono EmberRef.exe [port]   (default 8080; 0 picks a free port and prints it)
 // Env: EMBER_DISPATCH=inline|pool (default pool), EMBER_WORKERS=N (default 0 = cores).
 // Stops gracefully on SIGTERM / SIGINT (Ctrl+C) with exit code 0.
+// Env EMBER_TLS_CERT + EMBER_TLS_KEY (PEM files): also listen with TLS on EMBER_TLS_PORT (default 0);
+// EMBER_ACCESS_LOG=<file> (EMBER_ACCESS_LOG_FORMAT=combined|json). /metrics is the engine's.
+// SIGHUP (Mono) reloads the certificates and reopens the access log.
 using System;
 using System.Collections.Generic;
 using System.Globalization;
@@ -34,6 +37,10 @@ static class EmberRef
             MaxHeaderBytes = 16384,
             MaxHeaders = 100,
             LogLevel = EmberLogLevel.Info,
+            MetricsPath = "/metrics",
+            AccessLogPath = NonEmpty(Environment.GetEnvironmentVariable("EMBER_ACCESS_LOG")),
+            AccessLogFormat = Environment.GetEnvironmentVariable("EMBER_ACCESS_LOG_FORMAT") == "json"
+                ? EmberAccessLogFormat.Json : EmberAccessLogFormat.Combined,
         };
         string dispatch = Environment.GetEnvironmentVariable("EMBER_DISPATCH");
         if (dispatch == "inline") options.Dispatch = EmberDispatch.Inline;
@@ -60,21 +67,69 @@ static class EmberRef
             int bound;
             try
             {
+                AddTls(options);
                 bound = server.Start(port);
             }
-            catch (EmberException e)
+            catch (Exception e) when (e is EmberException || e is ArgumentException)
             {
                 Console.Error.WriteLine("EmberRef: " + e.Message);
                 return 1;
             }
             Console.Out.WriteLine("listening on http://127.0.0.1:" + bound);
+            foreach (int tlsPort in server.TlsPorts) Console.Out.WriteLine("listening on https://127.0.0.1:" + tlsPort);
             Console.Out.Flush();
+            OnSighup(() =>
+            {
+                try
+                {
+                    if (server.TlsPorts.Count > 0) server.ReloadTls();
+                    if (options.AccessLogPath != null) server.ReopenAccessLog();
+                }
+                catch (Exception e) { Console.Error.WriteLine("EmberRef: SIGHUP: " + e.Message); }
+            });
 
             string why = waitForStop();
             Console.Error.WriteLine("EmberRef: " + why + ", stopping");
             server.Stop(TimeSpan.FromSeconds(5));
         }
         return 0;
+    }
+
+    static string NonEmpty(string s) { return string.IsNullOrEmpty(s) ? null : s; }
+
+    /// <summary>The optional TLS listener of the contract, from EMBER_TLS_CERT / EMBER_TLS_KEY.</summary>
+    static void AddTls(EmberOptions options)
+    {
+        string cert = NonEmpty(Environment.GetEnvironmentVariable("EMBER_TLS_CERT"));
+        string key = NonEmpty(Environment.GetEnvironmentVariable("EMBER_TLS_KEY"));
+        if (cert == null || key == null) return;
+        int tlsPort = 0;
+        string p = Environment.GetEnvironmentVariable("EMBER_TLS_PORT");
+        if (p != null && !TryParse(p, 65535, out tlsPort)) throw new ArgumentException("EMBER_TLS_PORT must be 0..65535");
+        options.TlsListeners.Add(new EmberTlsListener("127.0.0.1:" + tlsPort, new EmberTlsConfig(cert, key)));
+    }
+
+    /// <summary>Runs <paramref name="action"/> on each SIGHUP (Mono on Unix; nothing elsewhere).</summary>
+    static void OnSighup(Action action)
+    {
+        const string posix = ", Mono.Posix, Version=4.0.0.0, Culture=neutral, PublicKeyToken=0738eb9f132ed756";
+        Type unixSignal = Type.GetType("Mono.Unix.UnixSignal" + posix, false);
+        Type signum = Type.GetType("Mono.Unix.Native.Signum" + posix, false);
+        if (unixSignal == null || signum == null) return;
+        object hup = Activator.CreateInstance(unixSignal, Enum.Parse(signum, "SIGHUP"));
+        MethodInfo wait = unixSignal.GetMethod("WaitOne", Type.EmptyTypes);
+        MethodInfo reset = unixSignal.GetMethod("Reset", Type.EmptyTypes);
+        var t = new Thread(() =>
+        {
+            for (;;)
+            {
+                wait.Invoke(hup, null);
+                reset.Invoke(hup, null);
+                action();
+            }
+        });
+        t.IsBackground = true;
+        t.Start();
     }
 
     static void Map(EmberServer server)
@@ -131,6 +186,73 @@ static class EmberRef
         {
             throw new InvalidOperationException("this handler always fails");
         });
+
+        MapEngineFeatures(server);
+    }
+
+    static int s_cachedCalls;
+
+    /// <summary>Static files, compression, the output cache, CORS and filtering: the engine's
+    /// (tests/REFERENCE_APP.md); only /cached, /cache/purge and /api/ping reach .NET.</summary>
+    static void MapEngineFeatures(EmberServer server)
+    {
+        string www = Environment.GetEnvironmentVariable("EMBER_WWW");
+        if (string.IsNullOrEmpty(www)) www = "samples/www";
+        server.MapStatic("/static", www, new EmberStaticOptions { CacheControl = "public, max-age=60" });
+        // The same folder as a single-page app: paths that name no file get index.html.
+        server.MapStatic("/app", www, new EmberStaticOptions { Precompressed = false, SpaFallback = true, CacheControl = "no-cache" });
+        server.UseCompression(gzip: true, brotli: true, minBytes: 1024);
+        server.CompressionForPath("/echo", false);
+        server.UseOutputCache(64L << 20);
+        server.UseCors("/api", new EmberCorsPolicy
+        {
+            Origins = "https://app.example",
+            Methods = "GET, POST",
+            Headers = "Content-Type, X-Api-Key",
+            ExposeHeaders = "X-Api-Version",
+            MaxAge = TimeSpan.FromSeconds(600),
+        });
+        server.DenyIp("127.0.0.2");
+        server.MaxUrlBytes(8192);
+        server.AllowMethods("GET, HEAD, POST, PUT, DELETE, PATCH, OPTIONS");
+        server.DenyPath("*.bak");
+        server.DenyPath("/private/*");
+
+        server.MapGet("/cached", ctx =>
+        {
+            var q = ctx.Request.Query;
+            int ttl = 60, pad = 0, cookie = 0, priv = 0;
+            if ((q["ttl"] != null && !TryParse(q["ttl"], 3600, out ttl)) || ttl == 0 ||
+                (q["pad"] != null && !TryParse(q["pad"], 100000, out pad)) ||
+                (q["cookie"] != null && !TryParse(q["cookie"], 1, out cookie)) ||
+                (q["private"] != null && !TryParse(q["private"], 1, out priv)))
+            {
+                ctx.Response.Json("{\"error\": \"bad query\"}", 400);
+                return;
+            }
+            int calls = Interlocked.Increment(ref s_cachedCalls);
+            var sb = new StringBuilder("{\"calls\": ").Append(calls.ToString(CultureInfo.InvariantCulture));
+            if (pad > 0) sb.Append(", \"pad\": \"").Append('x', pad).Append('"');
+            sb.Append('}');
+            ctx.Response.CacheFor(TimeSpan.FromSeconds(ttl));
+            if (cookie == 1) ctx.Response.AddHeader("Set-Cookie", "seen=1");
+            if (priv == 1) ctx.Response.AddHeader("Cache-Control", "private");
+            ctx.Response.Json(sb.ToString());
+        });
+
+        server.MapPost("/cache/purge", ctx =>
+        {
+            long n = server.PurgeCache(ctx.Request.Query["prefix"] ?? string.Empty);
+            ctx.Response.Json("{\"purged\": " + n.ToString(CultureInfo.InvariantCulture) + "}");
+        });
+
+        Action<EmberContext> pong = ctx =>
+        {
+            ctx.Response.AddHeader("X-Api-Version", "1");
+            ctx.Response.Json("{\"pong\": true}");
+        };
+        server.MapGet("/api/ping", pong);
+        server.MapPost("/api/ping", pong);
     }
 
     static bool TryParse(string s, int max, out int value)

@@ -21,7 +21,7 @@ namespace Ember
     /// }
     /// </code>
     /// </summary>
-    public sealed class EmberServer : IDisposable
+    public sealed partial class EmberServer : IDisposable
     {
         readonly object _gate = new object();
         readonly EmberOptions _options;
@@ -155,6 +155,7 @@ namespace Ember
                 {
                     Configure(inst, addresses);
                     for (int i = 0; i < inst.Routes.Length; i++) inst.Register(i);
+                    ApplyFront(h);
                     Native.Check(NativeMethods.ember_server_start(h), "ember_server_start");
                     var ports = new int[addresses.Length];
                     for (int i = 0; i < ports.Length; i++)
@@ -164,6 +165,7 @@ namespace Ember
                         ports[i] = p;
                     }
                     _ports = ports;
+                    _tlsPorts = TlsSetup.Ports(h, addresses.Length, _options);
                 }
                 catch
                 {
@@ -193,6 +195,7 @@ namespace Ember
             if (o.MaxConnections.HasValue) Limit(h, NativeMethods.EMBER_LIMIT_MAX_CONNECTIONS, o.MaxConnections.Value);
             Native.Check(NativeMethods.ember_server_set_log(h, inst.LogThunk, IntPtr.Zero, (int)o.LogLevel), "ember_server_set_log");
             ThreadHooks.Apply(h);
+            TlsSetup.Configure(h, o);
         }
 
         static void Limit(EmberServerHandle h, int limit, long value)
@@ -329,7 +332,7 @@ namespace Ember
         internal void RaiseLog(EmberLogLevel level, string message, Exception ex)
         {
             var onLog = Log;
-            if (onLog == null || level > _options.LogLevel) return;
+            if (onLog == null || (level > _options.LogLevel && level != EmberLogLevel.Access)) return;
             try { onLog(this, new EmberLogEventArgs(level, message, ex)); }
             catch { }
         }
