@@ -142,20 +142,29 @@ pub struct Parts<'a> {
     pub peer_addr: &'a str,
 }
 
-/// An append-only text block sized exactly up front, so it never reallocates and a view
-/// taken of one piece stays valid while later pieces are appended.
+/// The text block while it is built: pieces are appended and their views recorded as
+/// offsets, since the block may still grow (and move); `view` turns them into pointers
+/// once it is complete. One pass over the headers, where sizing the block exactly first
+/// took two.
 struct Text(Vec<u8>);
 
 impl Text {
     fn push(&mut self, s: &[u8]) -> StrView {
-        assert!(self.0.len() + s.len() <= self.0.capacity(), "Text was sized too small");
         let start = self.0.len();
         self.0.extend_from_slice(s);
-        // SAFETY: in bounds; the buffer never reallocates (checked above), so the view
-        // stays valid for the life of the Vec.
-        StrView { ptr: unsafe { self.0.as_ptr().add(start) }.cast(), len: s.len() }
+        StrView { ptr: std::ptr::without_provenance(start), len: s.len() }
+    }
+
+    /// A view recorded by `push`, as a pointer into the finished block.
+    fn view(&self, v: StrView) -> StrView {
+        // SAFETY: `v.ptr` is an offset `push` returned, with `v.len` bytes after it
+        // inside the block.
+        StrView { ptr: unsafe { self.0.as_ptr().add(v.ptr as usize) }.cast(), len: v.len }
     }
 }
+
+/// Room guessed per header (name and value) before the block has to grow.
+const HEADER_ROOM: usize = 64;
 
 impl RequestData {
     pub fn new(p: Parts<'_>) -> RequestData {
@@ -164,7 +173,7 @@ impl RequestData {
             + p.query.len()
             + p.remote_addr.len()
             + p.route.len()
-            + p.headers.iter().map(|(k, v)| k.as_str().len() + v.len()).sum::<usize>()
+            + p.headers.len() * HEADER_ROOM
             + p.params.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>()
             + p.scheme.len()
             + p.peer_addr.len();
@@ -174,15 +183,20 @@ impl RequestData {
         let query = t.push(p.query.as_bytes());
         let remote = t.push(p.remote_addr.as_bytes());
         let route = t.push(p.route.as_bytes());
-        let headers: Vec<HeaderView> = p
-            .headers
-            .iter()
-            .map(|(k, v)| HeaderView { name: t.push(k.as_str().as_bytes()), value: t.push(v.as_bytes()) })
-            .collect();
-        let params: Vec<HeaderView> =
+        let mut headers: Vec<HeaderView> = Vec::with_capacity(p.headers.len());
+        for (k, v) in p.headers {
+            headers.push(HeaderView { name: t.push(k.as_str().as_bytes()), value: t.push(v.as_bytes()) });
+        }
+        let mut params: Vec<HeaderView> =
             p.params.iter().map(|(k, v)| HeaderView { name: t.push(k.as_bytes()), value: t.push(v.as_bytes()) }).collect();
         let scheme = t.push(p.scheme.as_bytes());
         let peer_addr = t.push(p.peer_addr.as_bytes());
+        // From here on the block never changes, so the views stay valid for its life.
+        for h in headers.iter_mut().chain(params.iter_mut()) {
+            *h = HeaderView { name: t.view(h.name), value: t.view(h.value) };
+        }
+        let (method, path, query, remote, route, scheme, peer_addr) =
+            (t.view(method), t.view(path), t.view(query), t.view(remote), t.view(route), t.view(scheme), t.view(peer_addr));
         let text = t.0;
         let info = RequestInfo {
             size: std::mem::size_of::<RequestInfo>(),

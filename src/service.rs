@@ -34,8 +34,10 @@ pub const FLAG_WEBSOCKET: u32 = 2;
 pub const FLAG_TLS: u32 = 4;
 
 pub(crate) async fn handle(run: Arc<Run>, conn: Arc<ConnState>, req: http::Request<Incoming>) -> Result<http::Response<Reply>, Infallible> {
-    let bodiless = !req.headers().contains_key(http::header::TRANSFER_ENCODING)
-        && req.headers().get(CONTENT_LENGTH).is_none_or(|v| v.as_bytes() == b"0");
+    // Looked up once: whether the request has a body, and the length it declares.
+    let length = req.headers().get(CONTENT_LENGTH);
+    let bodiless = !req.headers().contains_key(http::header::TRANSFER_ENCODING) && length.is_none_or(|v| v.as_bytes() == b"0");
+    let declared = length.and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     let begun = run.observe.as_ref().map(|o| o.begin(&req, &conn));
     let mut in_flight = conn.request_started(bodiless);
     run.counters.requests.fetch_add(1, Relaxed);
@@ -43,7 +45,7 @@ pub(crate) async fn handle(run: Arc<Run>, conn: Arc<ConnState>, req: http::Reque
     let is_h2 = req.version() == Version::HTTP_2;
     let (ctx, (answer, upgrade)) = match front::enter(&run, &conn, &req).await {
         front::Entry::Answered(a) => (None, (a, None)),
-        front::Entry::Pass(ctx) => (ctx, answer(&run, &conn, req).await),
+        front::Entry::Pass(ctx) => (ctx, answer(&run, &conn, req, declared).await),
     };
     let mut answer = front::leave(ctx, answer).await;
     run.counters.status(answer.status);
@@ -67,7 +69,8 @@ pub(crate) async fn handle(run: Arc<Run>, conn: Arc<ConnState>, req: http::Reque
 
 type Upgrade = Option<(Arc<WsConn>, hyper::upgrade::OnUpgrade)>;
 
-async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incoming>) -> (Answer, Upgrade) {
+/// `declared`: the request's Content-Length.
+async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incoming>, declared: Option<u64>) -> (Answer, Upgrade) {
     let (mut parts, body) = req.into_parts();
     if !host_header_ok(&parts) {
         return (canned(400, true), None);
@@ -109,7 +112,6 @@ async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incomi
         Endpoint::Http { .. } => None,
     };
     let stream_body = matches!(endpoint, Endpoint::Http { stream_body: true, .. });
-    let declared = parts.headers.get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     let body_limit = if stream_body { run.limits.max_stream_body_bytes } else { run.limits.max_body_bytes };
     if declared.is_some_and(|n| n > body_limit) {
         // Refuse before reading; closing keeps the unread body from being taken as a request.
@@ -126,7 +128,7 @@ async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incomi
     };
     let forwarded = crate::proxy::forwarded(conn.peer.ip(), &parts.headers, &run.trusted);
     let (id, rx) = registry::begin(run.server_id);
-    let pending = Pending(id);
+    let mut pending = Pending(id);
     let flags = if streamed.is_some() { FLAG_BODY_STREAMED } else { 0 } | if ws_route.is_some() { FLAG_WEBSOCKET } else { 0 }
         | if conn.secure { FLAG_TLS } else { 0 };
     let data = Arc::new(
@@ -187,7 +189,7 @@ async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incomi
 
     // Dropped while the open callback decides (client gone, stop): the handle ends.
     let _opening = ws_conn.as_ref().map(|(ws, _)| AbandonOnDrop(ws.clone()));
-    let mut answer = wait(run, pending, rx, inbox.as_deref()).await;
+    let mut answer = wait(run, &mut pending, rx, inbox.as_deref()).await;
     let upgrade = match ws_conn {
         Some((ws, accept)) if answer.status == 101 => match parts.extensions.remove::<hyper::upgrade::OnUpgrade>() {
             Some(on_upgrade) => {
@@ -279,9 +281,14 @@ fn upgrade_required() -> Answer {
     a
 }
 
-async fn wait(run: &Run, pending: Pending, mut rx: oneshot::Receiver<Answer>, inbox: Option<&Inbox>) -> Answer {
+async fn wait(run: &Run, pending: &mut Pending, mut rx: oneshot::Receiver<Answer>, inbox: Option<&Inbox>) -> Answer {
     match rx.try_recv() {
-        Ok(a) => return a,
+        Ok(a) => {
+            // The sender went through a claim: the request has left Pending for good
+            // (answered, streaming or refused), so the expiry on drop would change nothing.
+            pending.0 = 0;
+            return a;
+        }
         // Ended already (the monitor expired a handler that blocked inline): a polled
         // finished receiver would panic.
         Err(oneshot::error::TryRecvError::Closed) => return canned(503, false),
@@ -290,7 +297,12 @@ async fn wait(run: &Run, pending: Pending, mut rx: oneshot::Receiver<Answer>, in
     // A handler reading its body in pieces gets the handler timeout once the body is in.
     if let Some(inbox) = inbox {
         tokio::select! {
-            a = &mut rx => return a.unwrap_or_else(|_| canned(503, false)),
+            a = &mut rx => {
+                if a.is_ok() {
+                    pending.0 = 0;
+                }
+                return a.unwrap_or_else(|_| canned(503, false));
+            }
             _ = inbox.wait_finished() => {}
         }
     }
@@ -309,6 +321,9 @@ async fn wait(run: &Run, pending: Pending, mut rx: oneshot::Receiver<Answer>, in
             Err(_) => rx.await.ok(),
         }
     };
+    if outcome.is_some() {
+        pending.0 = 0;
+    }
     outcome.unwrap_or_else(|| canned(503, false))
 }
 
@@ -323,11 +338,14 @@ pub(crate) fn host_ok(version: Version, headers: &http::HeaderMap) -> bool {
 }
 
 /// Ends the request in the registry if this future is dropped first (client gone, stop).
+/// 0 once an answer came through, which can only follow a claim: nothing left to end.
 struct Pending(u64);
 
 impl Drop for Pending {
     fn drop(&mut self) {
-        registry::expire(self.0, false);
+        if self.0 != 0 {
+            registry::expire(self.0, false);
+        }
     }
 }
 
