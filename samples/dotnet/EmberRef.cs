@@ -1,4 +1,5 @@
-// The Ember reference app for .NET (contract: tests/REFERENCE_APP.md).
+// The Ember reference app for .NET (contract: tests/REFERENCE_APP.md). This file: setup and the
+// request/response routes; the streaming and WebSocket routes are in EmberRefStreaming.cs.
 // Usage: mono EmberRef.exe [port]   (default 8080; 0 picks a free port and prints it)
 // Env: EMBER_DISPATCH=inline|pool (default pool), EMBER_WORKERS=N (default 0 = cores).
 // Stops gracefully on SIGTERM / SIGINT (Ctrl+C) with exit code 0.
@@ -11,7 +12,7 @@ using System.Threading;
 using System.Threading.Tasks;
 using Ember;
 
-static class EmberRef
+static partial class EmberRef
 {
     static readonly byte[] HelloBody = Encoding.UTF8.GetBytes("{\"code\": 1, \"msg\": \"Hello WebAPI\"}");
     const string Json = "application/json";
@@ -33,6 +34,7 @@ static class EmberRef
             HandlerTimeout = TimeSpan.FromMilliseconds(3000),
             MaxHeaderBytes = 16384,
             MaxHeaders = 100,
+            MaxStreamBodyBytes = 4294967296,
             LogLevel = EmberLogLevel.Info,
         };
         string dispatch = Environment.GetEnvironmentVariable("EMBER_DISPATCH");
@@ -131,6 +133,8 @@ static class EmberRef
         {
             throw new InvalidOperationException("this handler always fails");
         });
+
+        MapStreaming(server);   // /sse, /stream, /upload, /ws, /ws/chat: EmberRefStreaming.cs
     }
 
     static bool TryParse(string s, int max, out int value)
