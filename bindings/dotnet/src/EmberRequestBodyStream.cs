@@ -146,6 +146,12 @@ namespace Ember
                     _ctx.MarkEndedByEngine();
                     return new EmberStreamException(EmberResult.ClientGone, "the client left before the whole body came");
                 case EmberResult.AlreadyAnswered:
+                    if (!_ctx.HasResponded)
+                    {
+                        // Not by us: the engine answered for the body (413 over the limit, 408 too slow).
+                        _ctx.MarkEndedByEngine();
+                        return new EmberStreamException(result, "the engine answered the request for its body (413 too large or 408 too slow)", true);
+                    }
                     return new ObjectDisposedException("EmberRequestBodyStream", "the request was answered; the rest of its body was dropped");
             }
             return Native.Error(rc, "ember_request_read");

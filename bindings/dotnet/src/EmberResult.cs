@@ -77,10 +77,19 @@ namespace Ember
             Result = result;
         }
 
+        internal EmberStreamException(EmberResult result, string message, bool byEngine)
+            : base(message)
+        {
+            Result = result;
+            _byEngine = byEngine;
+        }
+
+        readonly bool _byEngine;
+
         /// <summary>The engine ended the request for reasons that are not the handler's fault.</summary>
         internal bool EndedByEngine
         {
-            get { return Result == EmberResult.ClientGone || Result == EmberResult.TimedOut || Result == EmberResult.TooLarge; }
+            get { return _byEngine || Result == EmberResult.ClientGone || Result == EmberResult.TimedOut || Result == EmberResult.TooLarge; }
         }
     }
 }

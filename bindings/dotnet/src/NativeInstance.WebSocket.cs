@@ -52,6 +52,7 @@ namespace Ember
             t_inHandler = this;
             try
             {
+                ThreadHooks.NoteCallback();
                 if (ShutdownHook.ProcessExiting)
                 {
                     NativeMethods.ember_request_respond(req, 503, null, UIntPtr.Zero, null, UIntPtr.Zero);
@@ -155,6 +156,7 @@ namespace Ember
         {
             try
             {
+                ThreadHooks.NoteCallback();
                 EmberWebSocket socket;
                 if (!_sockets.TryGetValue(ws, out socket)) return;
                 int n = checked((int)len.ToUInt64());
@@ -178,6 +180,7 @@ namespace Ember
         {
             try
             {
+                ThreadHooks.NoteCallback();
                 EmberWebSocket socket;
                 if (!_sockets.TryRemove(ws, out socket)) return;
                 string text = Utf8.FromView(new EmberStr { Ptr = (byte*)reason, Len = len });
@@ -190,6 +193,7 @@ namespace Ember
         {
             try
             {
+                ThreadHooks.NoteCallback();
                 EmberWebSocket socket;
                 if (_sockets.TryGetValue(ws, out socket)) socket.WritableAgain();
             }

@@ -110,6 +110,7 @@ namespace Ember
         {
             try
             {
+                ThreadHooks.NoteCallback();
                 RequestEvents ev;
                 int key = userData.ToInt32();
                 if (!s_live.TryGetValue(key, out ev) || ev._req != req) return;
