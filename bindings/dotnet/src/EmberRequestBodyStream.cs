@@ -92,7 +92,7 @@ namespace Ember
             if (count == 0 || _end) return Task.FromResult(0);
             int n;
             int rc = TryRead(buffer, offset, count, 0, out n);
-            if (rc == NativeMethods.EMBER_OK) return Task.FromResult(Took(n));
+            if (rc == NativeMethods.EMBER_OK) return Completed(Took(n));
             if (rc == NativeMethods.EMBER_ERR_WOULD_BLOCK) return ReadSlow(buffer, offset, count, cancellationToken);
             var t = new TaskCompletionSource<int>();
             t.SetException(Failure(rc));
@@ -112,6 +112,17 @@ namespace Ember
                 if (rc != NativeMethods.EMBER_ERR_WOULD_BLOCK) throw Failure(rc);
                 await EmberResponseStream.Wait(readable, cancellationToken).ConfigureAwait(false);
             }
+        }
+
+        Task<int> _lastTask;
+
+        /// <summary>A finished read's Task, reused while the count repeats (as NetworkStream does):
+        /// a large upload then allocates nothing per read.</summary>
+        Task<int> Completed(int n)
+        {
+            Task<int> t = _lastTask;
+            if (t != null && t.Result == n) return t;
+            return _lastTask = Task.FromResult(n);
         }
 
         unsafe int TryRead(byte[] buffer, int offset, int count, uint timeoutMs, out int n)
