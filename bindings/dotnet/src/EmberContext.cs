@@ -7,7 +7,7 @@ namespace Ember
 {
     /// <summary>One request and its answer. Answered exactly once: automatically when the
     /// handler returns (sync) or its Task completes (async), or earlier by <see cref="Respond"/>.</summary>
-    public sealed class EmberContext
+    public sealed class EmberContext : IRequestOwner
     {
         readonly EmberServer _server;
         readonly EmberRequest _request;
@@ -47,6 +47,8 @@ namespace Ember
         public CancellationToken RequestAborted { get { return Events.Aborted; } }
 
         /// <summary>The request's engine events, registered at first use.</summary>
+        RequestEvents IRequestOwner.Events { get { return Events; } }
+
         internal RequestEvents Events
         {
             get
@@ -64,6 +66,8 @@ namespace Ember
         /// <summary>The client left or the engine answered for the handler (timeout, 413, 408):
         /// what the handler throws because of it is not its fault.</summary>
         internal void MarkEndedByEngine() { _endedByEngine = true; }
+
+        void IRequestOwner.MarkEndedByEngine() { _endedByEngine = true; }
 
         /// <summary>The streamed answer ended or was cut: the request's views are gone.</summary>
         internal void StreamEnded() { _request.Close(); }

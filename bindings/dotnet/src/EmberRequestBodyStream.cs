@@ -6,6 +6,18 @@ using Ember.Interop;
 
 namespace Ember
 {
+    /// <summary>What a streamed body needs from the request it belongs to (EmberContext, an
+    /// OWIN call).</summary>
+    internal interface IRequestOwner
+    {
+        /// <summary>The request's events, registered at first use.</summary>
+        RequestEvents Events { get; }
+        /// <summary>True once the host answered (or began answering).</summary>
+        bool HasResponded { get; }
+        /// <summary>The engine ended the request (client gone, 413, 408, timeout).</summary>
+        void MarkEndedByEngine();
+    }
+
     /// <summary>
     /// A request body read as it arrives (routes mapped with <c>streamBody: true</c>): the engine
     /// holds a small window (64 KiB) between the client and this stream, and TCP holds the client
@@ -25,14 +37,14 @@ namespace Ember
     /// </summary>
     public sealed class EmberRequestBodyStream : Stream
     {
-        readonly EmberContext _ctx;
+        readonly IRequestOwner _ctx;
         readonly ulong _req;
         readonly long _length;
         long _read;
         int _readTimeout = 30000;
         bool _end;
 
-        internal EmberRequestBodyStream(EmberContext ctx, ulong req, long declaredLength)
+        internal EmberRequestBodyStream(IRequestOwner ctx, ulong req, long declaredLength)
         {
             _ctx = ctx;
             _req = req;

@@ -188,6 +188,18 @@ namespace Ember
             return Add(method, pattern, null, null, handler);
         }
 
+        /// <summary>Maps an adapter's handler for every method of <paramref name="pattern"/>: GET (and
+        /// so HEAD), DELETE and OPTIONS with buffered bodies (rare, and free to read), every other
+        /// method streaming its body (read as it arrives, whatever its size).</summary>
+        internal EmberServer MapRawAllMethods(string pattern, RawHandler handler)
+        {
+            if (handler == null) throw new ArgumentNullException("handler");
+            foreach (string m in s_bufferedMethods) Add(m, pattern, null, null, handler);
+            return Add(null, pattern, null, null, handler, streamBody: true);
+        }
+
+        static readonly string[] s_bufferedMethods = { "GET", "DELETE", "OPTIONS" };
+
         EmberServer Add(string method, string pattern, Action<EmberContext> sync, Func<EmberContext, Task> async,
             RawHandler raw = null, bool streamBody = false)
         {
