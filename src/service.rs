@@ -214,11 +214,16 @@ fn dispatch(run: &Run, id: u64, handler: Handler, data: Arc<RequestData>) -> Opt
     }
 }
 
-/// Moves a streamed body to its reader; over the limit or too slow, the engine answers
-/// (413, 408) unless the host already did, in which case a streamed answer is cut.
+/// Moves a streamed body to its reader; over the limit, too slow or broken, the engine
+/// answers (413, 408, 400) unless the host already did, in which case a streamed answer
+/// is cut.
 async fn pump_body(incoming: Incoming, inbox: Arc<Inbox>, ex: Arc<Exchange>, run: Arc<Run>) {
     let Some(error) = inbox::pump(incoming, inbox.clone(), ex.clone(), run.limits.clone()).await else { return };
-    let status = if error == InError::TooLarge { 413 } else { 408 };
+    let status = match error {
+        InError::TooLarge => 413,
+        InError::TooSlow => 408,
+        InError::Gone => 400,
+    };
     if registry::answer(ex.id, canned(status, true)).is_err() {
         if let Some(out) = ex.outbox.get() {
             out.close();
