@@ -156,8 +156,12 @@ namespace EmberTests
                 {
                     c.Get("/");
                     Assert.Equal(200, c.ReadHead(), "head out");
-                    Assert.Equal("partial", Encoding.ASCII.GetString(c.ReadChunk()), "what was flushed");
-                    Assert.Throws<IOException>(() => c.ReadChunk(), "no last chunk: visibly cut");
+                    // What was flushed may or may not get out before the cut (a cut drops what is
+                    // queued); the answer must never end cleanly.
+                    var got = new MemoryStream();
+                    Assert.True(c.ReadUntilCut(got), "no last chunk: visibly cut");
+                    string text = Encoding.ASCII.GetString(got.ToArray());
+                    Assert.True(text == "" || text == "partial", "only what was flushed: " + text);
                 }
             }
         }

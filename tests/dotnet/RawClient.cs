@@ -124,6 +124,19 @@ namespace EmberTests
             return all.ToArray();
         }
 
+        /// <summary>Reads chunks until the answer ends; true if it was cut (the connection ended
+        /// before the last chunk), false if it ended cleanly. What was read goes to <paramref name="got"/>.</summary>
+        public bool ReadUntilCut(MemoryStream got)
+        {
+            try
+            {
+                byte[] c;
+                while ((c = ReadChunk()) != null) got.Write(c, 0, c.Length);
+                return false;
+            }
+            catch (IOException) { return true; }
+        }
+
         /// <summary>True when the server closed the connection (reads 0) within the timeout.</summary>
         public bool ClosedByServer(int timeoutMs = 5000)
         {

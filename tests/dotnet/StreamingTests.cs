@@ -222,8 +222,9 @@ namespace EmberTests
                 {
                     c.Get("/broken");
                     Assert.Equal(200, c.ReadHead(), "head went out");
-                    Assert.Equal(3, c.ReadChunk().Length, "what was written");
-                    Assert.Throws<IOException>(() => c.ReadChunk(), "no last chunk: the answer is visibly cut");
+                    var got = new MemoryStream();
+                    Assert.True(c.ReadUntilCut(got), "no last chunk: the answer is visibly cut");
+                    Assert.True(got.Length == 0 || got.Length == 3, "at most what was written: " + got.Length);
                 }
                 Assert.True(Wait.Until(() => Volatile.Read(ref errors) == 1), "Error raised once");
                 Assert.Equal("ok", Http.Get(port, "/nope").Status == 404 ? "ok" : "no", "server goes on");
