@@ -346,6 +346,40 @@ namespace EmberTests
         }
 
         [Test]
+        public static void HttpWebRequest_reads_a_streamed_answer_as_it_comes()
+        {
+            var release = new ManualResetEventSlim();
+            using (var s = new EmberServer())
+            {
+                s.MapGet("/s", async ctx =>
+                {
+                    using (var body = ctx.Response.StartStream(200, "text/plain"))
+                    {
+                        await body.WriteAsync(Encoding.ASCII.GetBytes("early;"), 0, 6);
+                        await Task.Run(() => release.Wait(10000));
+                        var big = Pattern(1, 1 << 20);
+                        await body.WriteAsync(big, 0, big.Length);
+                    }
+                });
+                int port = s.Start(0);
+                var req = (System.Net.HttpWebRequest)System.Net.WebRequest.Create("http://127.0.0.1:" + port + "/s");
+                using (var resp = (System.Net.HttpWebResponse)req.GetResponse())
+                using (var rs = resp.GetResponseStream())
+                {
+                    Assert.Equal(-1L, resp.ContentLength, "no length: chunked");
+                    var first = new byte[6];
+                    int got = 0;
+                    while (got < 6) got += rs.Read(first, got, 6 - got);
+                    Assert.Equal("early;", Encoding.ASCII.GetString(first), "the first write arrives before the handler goes on");
+                    release.Set();
+                    var rest = new MemoryStream();
+                    rs.CopyTo(rest);
+                    Assert.Equal(1 << 20, (int)rest.Length, "the rest");
+                }
+            }
+        }
+
+        [Test]
         public static void A_client_that_vanishes_mid_stream_aborts_the_request_without_an_error()
         {
             int errors = 0;
