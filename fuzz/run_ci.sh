@@ -5,11 +5,14 @@
 #
 #   fuzz/run_ci.sh                 # every target, EMBER_FUZZ_SECONDS each (default 60)
 #   EMBER_FUZZ_SECONDS=10 fuzz/run_ci.sh router
+#   fuzz/run_ci.sh --build-only    # only build (CI starts it early, in the background)
 #
 # Installs what it needs: the nightly toolchain (rustup) and cargo-fuzz (crates.io).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${EMBER_FUZZ_SECONDS:-60}"
+build_only=0
+if [ "${1:-}" = --build-only ]; then build_only=1; shift; fi
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(router abi request_head)
 
@@ -21,6 +24,8 @@ echo "== building fuzz targets (nightly, AddressSanitizer)"
 for t in "${targets[@]}"; do
   cargo +nightly fuzz build "$t" 2>&1 | tail -n 2
 done
+
+[ "$build_only" = 1 ] && exit 0
 
 passed=0
 failed=0

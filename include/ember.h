@@ -33,7 +33,9 @@
  * The ABI version; bumped when functions are added (nothing is ever removed).
  * 2: `ember_request_info` and `ember_stats` start with their size, `ember_request_get_info`
  * and `ember_server_stats` take the caller's struct size, `ember_server_listen_flags`,
- * limits 8-11. 3: streamed answers and bodies, request events, WebSocket, limits 12-17.
+ * limits 8-11. 3: streamed answers and bodies, request events, WebSocket, limits 12-17,
+ * auto dispatch, health path and drain, trusted proxies and the PROXY protocol,
+ * `ember_request_info.scheme` and `.peer_addr`.
  */
 #define EMBER_ABI_VERSION 3
 
@@ -150,6 +152,13 @@
  * `ember_server_listen_flags`: SO_REUSEPORT, several processes share the port.
  */
 #define EMBER_LISTEN_REUSE_PORT 1
+
+/**
+ * `ember_server_listen_flags`: every connection starts with a PROXY protocol header (v1 or
+ * v2, as HAProxy or nginx `proxy_protocol on` send it) naming the client; a connection
+ * without one is closed. With trusted proxies configured, only they may connect here.
+ */
+#define EMBER_LISTEN_PROXY_PROTOCOL 2
 
 /**
  * `ember_server_route_flags`: the handler reads the body in pieces (`ember_request_read`).
@@ -328,6 +337,16 @@ typedef struct ember_request_info {
    * `ember_request_read`. `EMBER_REQUEST_WEBSOCKET`: a WebSocket upgrade request.
    */
   uint32_t flags;
+  /**
+   * "http" or "https": how the client reached the server (a trusted proxy's
+   * `X-Forwarded-Proto` / `Forwarded: proto=` counts).
+   */
+  struct ember_str scheme;
+  /**
+   * The TCP peer. `remote_addr` differs from it only behind a trusted proxy (PROXY
+   * header, `Forwarded`, `X-Forwarded-For`); then `remote_addr` may lack a port.
+   */
+  struct ember_str peer_addr;
 } ember_request_info;
 
 /**
@@ -760,6 +779,30 @@ ember_result ember_server_start(struct ember_server *server);
  * The bound port of the `index`-th `ember_server_listen` address (0-based), after start.
  */
 ember_result ember_server_port(const struct ember_server *server, size_t index, uint16_t *out_port);
+
+/**
+ * Trusts the proxy (or proxies) at `cidr` ("10.0.0.0/8", "127.0.0.1", "::1/128"; copied):
+ * their PROXY headers and `Forwarded` / `X-Forwarded-For` / `X-Forwarded-Proto` headers
+ * decide `info->remote_addr` and `info->scheme` (the nearest hop that is not a trusted
+ * proxy is the client). From any other peer those headers are ignored. May be called
+ * several times. Before start only.
+ */
+ember_result ember_server_add_trusted_proxy(struct ember_server *server, const char *cidr);
+
+/**
+ * A path the engine answers itself for GET and HEAD (copied): 200 `{"status": "ok"}`, or
+ * 503 `{"status": "draining"}` after `ember_server_drain`. For load balancers' health
+ * checks. Before start only.
+ */
+ember_result ember_server_set_health_path(struct ember_server *server, const char *path);
+
+/**
+ * Starts draining, ahead of a stop (rolling restarts behind a load balancer): the health
+ * path answers 503, and every HTTP/1.1 answer carries `Connection: close`, so the balancer
+ * takes this process out and keep-alive clients reconnect elsewhere. The server goes on
+ * accepting and serving until `ember_server_stop`. Idempotent; while running only.
+ */
+ember_result ember_server_drain(struct ember_server *server);
 
 /**
  * Graceful stop: stop accepting, let in-flight requests finish, close idle keep-alive

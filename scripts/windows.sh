@@ -98,6 +98,14 @@ test_arch() { # <x64|x86> <conformance modes...>
         set +e
         (cd "$dir" && timeout --kill-after=10 600 "$wine" "./$name.exe") >"$log" 2>&1
         rc=$?
+        # Wine itself sometimes loses its wineserver under many threads ("wine client
+        # error"): that says nothing of the test, so such a run is tried once more, openly.
+        if [[ $rc -ne 0 ]] && grep -q "wine client error" "$log"; then
+            echo "note $arch $name: Wine lost its wineserver ($(grep -m1 'wine client error' "$log" | tr -d '\r')); running it again"
+            /usr/lib/wine/wineserver -p 60 2>/dev/null || true
+            (cd "$dir" && timeout --kill-after=10 600 "$wine" "./$name.exe") >"$log" 2>&1
+            rc=$?
+        fi
         set -e
         last="$(tail -n 1 "$log" | tr -d '\r')"
         if [[ $rc -eq 0 && "$last" =~ ^[0-9]+\ passed,\ 0\ failed$ ]]; then ok "$arch $name: $last"

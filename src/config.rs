@@ -104,6 +104,8 @@ pub struct Listen {
     /// SO_REUSEPORT: several processes (or servers) share the port; the kernel spreads
     /// connections among them.
     pub reuse_port: bool,
+    /// Every connection starts with a PROXY protocol header (v1 or v2) naming the client.
+    pub proxy_protocol: bool,
 }
 
 /// Everything fixed at start.
@@ -116,11 +118,15 @@ pub struct Config {
     /// Callback threads in pool mode; 0 means the default.
     pub pool_threads: usize,
     pub limits: Limits,
+    /// A path the engine answers itself: 200 `{"status": "ok"}`, 503 while draining.
+    pub health_path: Option<String>,
+    /// Proxies whose PROXY headers and Forwarded / X-Forwarded-* headers are believed.
+    pub trusted_proxies: crate::proxy::Trusted,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config { listen: Vec::new(), workers: 0, dispatch: Dispatch::Auto, pool_threads: 0, limits: Limits::default() }
+        Config { listen: Vec::new(), workers: 0, dispatch: Dispatch::Auto, pool_threads: 0, limits: Limits::default(), health_path: None, trusted_proxies: Default::default() }
     }
 }
 

@@ -7,7 +7,13 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 pub(crate) struct ConnState {
+    /// The client: the TCP peer, or the address a trusted PROXY header named.
     pub remote: String,
+    /// The TCP peer as connected.
+    pub peer: std::net::SocketAddr,
+    pub peer_text: String,
+    /// "http" or "https" (TLS listeners).
+    pub scheme: &'static str,
     pub is_h2: AtomicBool,
     /// Requests started whose answer hyper has not finished taking (the guard lives in
     /// the response body, so a long answer still being written counts).
@@ -33,9 +39,13 @@ pub(crate) struct ConnState {
 }
 
 impl ConnState {
-    pub fn new(remote: String, open: Box<dyn Send + Sync>) -> Arc<ConnState> {
+    pub fn new(peer: std::net::SocketAddr, client: Option<std::net::SocketAddr>, open: Box<dyn Send + Sync>) -> Arc<ConnState> {
+        let peer_text = peer.to_string();
         Arc::new(ConnState {
-            remote,
+            remote: client.map_or_else(|| peer_text.clone(), |c| c.to_string()),
+            peer,
+            peer_text,
+            scheme: "http",
             is_h2: AtomicBool::new(false),
             in_flight: AtomicU32::new(0),
             head_pending: AtomicBool::new(false),

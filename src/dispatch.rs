@@ -187,6 +187,7 @@ impl Pool {
         queue: usize,
         stream_queue: usize,
         inline_budget: usize,
+        handler_timeout: std::time::Duration,
         server_id: u64,
         hooks: Hooks,
         log: Logger,
@@ -212,7 +213,7 @@ impl Pool {
                 }
             }
         }
-        let inline = (inline_budget > 0).then(|| InlineSlots::new(inline_budget));
+        let inline = (inline_budget > 0).then(|| InlineSlots::new(inline_budget, handler_timeout));
         let mode = Mode::Pool { requests: req_tx, callbacks: cb_tx, inline };
         let dispatcher = Arc::new(Dispatcher { server_id, mode, stream_queue });
         Ok((pool, dispatcher))

@@ -23,6 +23,8 @@ pub(crate) struct Run {
     /// Turns true when the server stops (WebSocket tasks close with 1001).
     pub shutdown: tokio::sync::watch::Receiver<bool>,
     pub hub: Arc<crate::ws::Hub>,
+    pub health: crate::health::Health,
+    pub trusted: crate::proxy::Trusted,
 }
 
 impl Run {
@@ -34,6 +36,8 @@ impl Run {
         counters: Arc<Counters>,
         log: Logger,
         shutdown: tokio::sync::watch::Receiver<bool>,
+        health_path: Option<String>,
+        trusted: crate::proxy::Trusted,
     ) -> Run {
         let mut http1 = hyper::server::conn::http1::Builder::new();
         // pipeline_flush stays off: with it hyper 1.12 drops its automatic 400/431 answers.
@@ -62,6 +66,8 @@ impl Run {
             http2,
             shutdown,
             hub: Arc::default(),
+            health: crate::health::Health::new(health_path),
+            trusted,
         }
     }
 }

@@ -16,6 +16,8 @@ pub mod error;
 pub mod ffi;
 pub mod handler;
 mod handles;
+mod health;
+pub mod proxy;
 mod inbox;
 mod inside;
 mod listener;
@@ -31,6 +33,7 @@ mod signals;
 pub mod stats;
 mod stream;
 mod sysmon;
+mod trim;
 pub mod streaming;
 pub mod ws;
 

@@ -71,7 +71,13 @@ const BACKOFF_MIN: Duration = Duration::from_millis(5);
 const BACKOFF_MAX: Duration = Duration::from_secs(1);
 const LOG_EVERY: Duration = Duration::from_secs(10);
 
-pub(crate) async fn accept_loop(listener: tokio::net::TcpListener, run: Arc<Run>, mut shutdown: watch::Receiver<bool>, slots: Arc<Semaphore>) {
+pub(crate) async fn accept_loop(
+    listener: tokio::net::TcpListener,
+    proxy_protocol: bool,
+    run: Arc<Run>,
+    mut shutdown: watch::Receiver<bool>,
+    slots: Arc<Semaphore>,
+) {
     let mut backoff = BACKOFF_MIN;
     let mut failures: u64 = 0;
     let mut last_log: Option<Instant> = None;
@@ -98,7 +104,7 @@ pub(crate) async fn accept_loop(listener: tokio::net::TcpListener, run: Arc<Run>
                 run.counters.active_connections.fetch_add(1, Relaxed);
                 tokio::spawn(async move {
                     let open = Box::new(OpenConnection(run.counters.clone(), permit));
-                    conn::serve(stream, remote, run, shutdown, open).await;
+                    conn::serve(stream, remote, proxy_protocol, run, shutdown, open).await;
                 });
             }
             Err(e) if per_connection(&e) => continue,

@@ -234,9 +234,14 @@ fn retire(id: u64, to: Retire) -> Result<(Option<oneshot::Sender<Answer>>, Optio
             let freed = acknowledge(slot);
             (Err(err), freed)
         }
-        // An expiry that lost the race changes nothing.
+        // An expiry that lost the race changes nothing. It runs after every answered
+        // request (the service's guard), so it builds no message nobody reads.
         other => {
-            let err = not_pending(id, &other);
+            let err = if matches!(to, Retire::TimedOut | Retire::Gone) {
+                Error { kind: ErrorKind::AlreadyAnswered, message: String::new() }
+            } else {
+                not_pending(id, &other)
+            };
             slot.state = other;
             (Err(err), false)
         }
@@ -431,6 +436,8 @@ mod tests {
             http_version: 11,
             content_length: None,
             flags: 0,
+            scheme: "http",
+            peer_addr: "127.0.0.1:1",
         }));
         attach(id, data.clone(), true);
         assert!(expire(id, false));
@@ -462,6 +469,8 @@ mod tests {
             http_version: 11,
             content_length: None,
             flags: 0,
+            scheme: "http",
+            peer_addr: "127.0.0.1:1",
         }));
         let (id, _rx) = begin(79);
         attach(id, data.clone(), false);

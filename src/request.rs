@@ -76,6 +76,12 @@ pub struct RequestInfo {
     /// `EMBER_REQUEST_BODY_STREAMED`: the body is not in `body`; read it with
     /// `ember_request_read`. `EMBER_REQUEST_WEBSOCKET`: a WebSocket upgrade request.
     pub flags: u32,
+    /// "http" or "https": how the client reached the server (a trusted proxy's
+    /// `X-Forwarded-Proto` / `Forwarded: proto=` counts).
+    pub scheme: StrView,
+    /// The TCP peer. `remote_addr` differs from it only behind a trusted proxy (PROXY
+    /// header, `Forwarded`, `X-Forwarded-For`); then `remote_addr` may lack a port.
+    pub peer_addr: StrView,
 }
 
 /// The host's answer, validated and ready for hyper.
@@ -130,6 +136,8 @@ pub struct Parts<'a> {
     pub http_version: u32,
     pub content_length: Option<u64>,
     pub flags: u32,
+    pub scheme: &'a str,
+    pub peer_addr: &'a str,
 }
 
 /// An append-only text block sized exactly up front, so it never reallocates and a view
@@ -155,7 +163,9 @@ impl RequestData {
             + p.remote_addr.len()
             + p.route.len()
             + p.headers.iter().map(|(k, v)| k.as_str().len() + v.len()).sum::<usize>()
-            + p.params.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>();
+            + p.params.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>()
+            + p.scheme.len()
+            + p.peer_addr.len();
         let mut t = Text(Vec::with_capacity(size));
         let method = t.push(p.method.as_bytes());
         let path = t.push(p.path.as_bytes());
@@ -169,6 +179,8 @@ impl RequestData {
             .collect();
         let params: Vec<HeaderView> =
             p.params.iter().map(|(k, v)| HeaderView { name: t.push(k.as_bytes()), value: t.push(v.as_bytes()) }).collect();
+        let scheme = t.push(p.scheme.as_bytes());
+        let peer_addr = t.push(p.peer_addr.as_bytes());
         let text = t.0;
         let info = RequestInfo {
             size: std::mem::size_of::<RequestInfo>(),
@@ -186,6 +198,8 @@ impl RequestData {
             http_version: p.http_version,
             content_length: p.content_length.and_then(|n| i64::try_from(n).ok()).unwrap_or(-1),
             flags: p.flags,
+            scheme,
+            peer_addr,
         };
         RequestData { _text: text, body: p.body, headers, params, info, _budget: None, _held: None }
     }

@@ -13,9 +13,43 @@ pub fn parse_header_block(block: &[u8]) -> Result<HeaderMap> {
     parse_head(block).map(|(map, _)| map)
 }
 
+/// Header blocks this long or shorter are remembered per thread: a host answers most
+/// requests with one of a few fixed blocks, and a copy of the parsed map costs a fraction of
+/// parsing and validating it again.
+const CACHED_BLOCK: usize = 256;
+const CACHE_ENTRIES: usize = 8;
+
+type Parsed = (HeaderMap, Option<u64>);
+
+thread_local! {
+    static PARSED: std::cell::RefCell<Vec<(Box<[u8]>, Parsed)>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// Like `parse_header_block`, also returning the Content-Length the host stated (an
 /// answer to HEAD may state the size of what GET would send).
 pub fn parse_head(block: &[u8]) -> Result<(HeaderMap, Option<u64>)> {
+    if block.is_empty() {
+        return Ok((HeaderMap::new(), None));
+    }
+    if block.len() > CACHED_BLOCK {
+        return parse_uncached(block);
+    }
+    let hit = PARSED.with(|c| c.borrow().iter().find(|(k, _)| &k[..] == block).map(|(_, v)| v.clone()));
+    if let Some(parsed) = hit {
+        return Ok(parsed);
+    }
+    let parsed = parse_uncached(block)?;
+    PARSED.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.len() == CACHE_ENTRIES {
+            c.remove(0);
+        }
+        c.push((block.into(), parsed.clone()));
+    });
+    Ok(parsed)
+}
+
+fn parse_uncached(block: &[u8]) -> Result<Parsed> {
     let mut declared = None;
     let mut map = HeaderMap::new();
     for raw in block.split(|b| *b == b'\n') {

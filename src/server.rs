@@ -77,10 +77,27 @@ impl Server {
 
     /// `reuse_port`: SO_REUSEPORT, so that several processes can listen on one port.
     pub fn listen_with(&self, address: &str, reuse_port: bool) -> Result<()> {
+        self.listen_spec(address, reuse_port, false)
+    }
+
+    /// `proxy_protocol`: connections on this address start with a PROXY header (from a
+    /// load balancer) that names the client.
+    pub fn listen_spec(&self, address: &str, reuse_port: bool, proxy_protocol: bool) -> Result<()> {
         let addr: SocketAddr = address.trim().parse().map_err(|_| {
             Error::new(ErrorKind::InvalidArg, format!("{address:?} is not an address like \"127.0.0.1:8080\" or \"[::1]:0\""))
         })?;
-        self.configure(|c, _, _| Ok(c.listen.push(Listen { addr, reuse_port })))
+        self.configure(|c, _, _| Ok(c.listen.push(Listen { addr, reuse_port, proxy_protocol })))
+    }
+
+    /// Believes PROXY headers and Forwarded / X-Forwarded-For / X-Forwarded-Proto from
+    /// peers in `cidr` ("10.0.0.0/8", "127.0.0.1", "::1/128"). Before start.
+    pub fn add_trusted_proxy(&self, cidr: &str) -> Result<()> {
+        let cidr = cidr.trim();
+        let net: ipnet::IpNet = cidr
+            .parse()
+            .or_else(|_| cidr.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+            .map_err(|_| Error::new(ErrorKind::InvalidArg, format!("{cidr:?} is not an address or network like \"10.0.0.0/8\"")))?;
+        self.configure(|c, _, _| Ok(c.trusted_proxies.0.push(net)))
     }
 
     pub fn set_workers(&self, workers: usize) -> Result<()> {
@@ -206,19 +223,39 @@ impl Server {
             Dispatch::Pool | Dispatch::Auto => {
                 let inline_budget = if config.dispatch == Dispatch::Auto { config.worker_threads() } else { 0 };
                 let (pool, dispatcher) =
-                    Pool::start(config.pool_size(), limits.max_queued, limits.stream_queue_bytes, inline_budget, self.id, hooks, log.clone())
+                    Pool::start(
+                    config.pool_size(),
+                    limits.max_queued,
+                    limits.stream_queue_bytes,
+                    inline_budget,
+                    limits.handler_timeout,
+                    self.id,
+                    hooks,
+                    log.clone(),
+                )
                         .map_err(runtime_error)?;
                 (Some(pool), dispatcher)
             }
         };
         let (shutdown, shutdown_rx) = watch::channel(false);
         crate::exchange::register_server(&dispatcher);
-        let run = Arc::new(Run::new(self.id, router, limits.clone(), dispatcher, self.counters.clone(), log.clone(), shutdown_rx.clone()));
+        let run = Arc::new(Run::new(
+            self.id,
+            router,
+            limits.clone(),
+            dispatcher,
+            self.counters.clone(),
+            log.clone(),
+            shutdown_rx.clone(),
+            config.health_path.clone(),
+            config.trusted_proxies.clone(),
+        ));
         let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
-        for std_listener in listeners {
+        runtime.spawn(crate::trim::watch(self.counters.clone(), shutdown_rx.clone()));
+        for (std_listener, spec) in listeners.into_iter().zip(&config.listen) {
             let _enter = runtime.enter();
             let listener = tokio::net::TcpListener::from_std(std_listener).map_err(runtime_error)?;
-            runtime.spawn(listener::accept_loop(listener, run.clone(), shutdown_rx.clone(), slots.clone()));
+            runtime.spawn(listener::accept_loop(listener, spec.proxy_protocol, run.clone(), shutdown_rx.clone(), slots.clone()));
         }
         let sysmon = match run.dispatcher.inline_slots() {
             Some(slots) => Some(crate::sysmon::Sysmon::start(slots, runtime.handle().clone()).map_err(runtime_error)?),
@@ -333,6 +370,27 @@ impl Server {
                     }
                 }
             }
+        }
+    }
+
+    /// A path the engine answers itself (GET/HEAD): 200 `{"status": "ok"}`, or 503 while
+    /// draining. Before start.
+    pub fn set_health_path(&self, path: &str) -> Result<()> {
+        if !path.starts_with('/') {
+            return Err(Error::new(ErrorKind::InvalidArg, format!("health path {path:?} must start with '/'")));
+        }
+        self.configure(|c, _, _| Ok(c.health_path = Some(path.to_owned())))
+    }
+
+    /// Starts draining: the health path answers 503 and HTTP/1 answers close their
+    /// connections, while the server goes on serving until `stop`. Idempotent.
+    pub fn drain(&self) -> Result<()> {
+        match &*self.phase.lock() {
+            Phase::Running(r) => {
+                r.run.health.drain();
+                Ok(())
+            }
+            _ => Err(Error::new(ErrorKind::State, "drain: the server is not running")),
         }
     }
 

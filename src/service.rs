@@ -36,8 +36,12 @@ pub(crate) async fn handle(run: Arc<Run>, conn: Arc<ConnState>, req: http::Reque
     run.counters.requests.fetch_add(1, Relaxed);
     let head_only = req.method() == Method::HEAD;
     let is_h2 = req.version() == Version::HTTP_2;
-    let (answer, upgrade) = answer(&run, &conn, req).await;
+    let (mut answer, upgrade) = answer(&run, &conn, req).await;
     run.counters.status(answer.status);
+    if run.health.is_draining() && !is_h2 && upgrade.is_none() {
+        // Keep-alive clients (a proxy's upstream pool) reconnect, to another process.
+        answer.headers.insert(CONNECTION, HeaderValue::from_static("close"));
+    }
     if let Some((ws, on_upgrade)) = upgrade {
         let limits = ws::WsLimits {
             max_message: run.limits.ws_max_message_bytes,
@@ -59,6 +63,9 @@ async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incomi
     // hyper counts HTTP/1 headers itself (431); HTTP/2 only limits the list's size.
     if parts.headers.len() > run.limits.max_headers {
         return (canned(431, true), None);
+    }
+    if let Some(a) = run.health.answer(&parts.method, parts.uri.path()) {
+        return (a, None);
     }
     let upgrade = ws::wants_upgrade(&parts.headers);
     let (endpoint, route, params) = match run.router.find(&parts.method, parts.uri.path(), upgrade) {
@@ -102,6 +109,7 @@ async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incomi
             Err(e) => return (e.answer(), None),
         }
     };
+    let forwarded = crate::proxy::forwarded(conn.peer.ip(), &parts.headers, &run.trusted);
     let (id, rx) = registry::begin(run.server_id);
     let pending = Pending(id);
     let flags = if streamed.is_some() { FLAG_BODY_STREAMED } else { 0 } | if ws_route.is_some() { FLAG_WEBSOCKET } else { 0 };
@@ -111,7 +119,9 @@ async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incomi
             method: parts.method.as_str(),
             path: parts.uri.path(),
             query: parts.uri.query().unwrap_or(""),
-            remote_addr: &conn.remote,
+            remote_addr: forwarded.as_ref().and_then(|f| f.0.as_deref()).unwrap_or(&conn.remote),
+            scheme: forwarded.as_ref().and_then(|f| f.1).unwrap_or(conn.scheme),
+            peer_addr: &conn.peer_text,
             route,
             headers: &parts.headers,
             params: &params,
@@ -198,7 +208,8 @@ fn dispatch(run: &Run, id: u64, handler: Handler, data: Arc<RequestData>) -> Opt
         handler::invoke(run.server_id, &handler, &Request { data }, &run.log);
         return None;
     }
-    if let Some(_slot) = run.dispatcher.try_inline() {
+    if let Some(slot) = run.dispatcher.try_inline() {
+        slot.running(id);
         registry::attach(id, data.clone(), true);
         handler::invoke(run.server_id, &handler, &Request { data }, &run.log);
         return None;
@@ -248,8 +259,12 @@ fn upgrade_required() -> Answer {
 }
 
 async fn wait(run: &Run, pending: Pending, mut rx: oneshot::Receiver<Answer>, inbox: Option<&Inbox>) -> Answer {
-    if let Ok(a) = rx.try_recv() {
-        return a;
+    match rx.try_recv() {
+        Ok(a) => return a,
+        // Ended already (the monitor expired a handler that blocked inline): a polled
+        // finished receiver would panic.
+        Err(oneshot::error::TryRecvError::Closed) => return canned(503, false),
+        Err(oneshot::error::TryRecvError::Empty) => {}
     }
     // A handler reading its body in pieces gets the handler timeout once the body is in.
     if let Some(inbox) = inbox {

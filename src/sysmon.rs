@@ -25,14 +25,26 @@ struct Slot {
     busy: AtomicBool,
     /// Bumped by every handler that takes the slot.
     entries: AtomicU64,
+    /// The request whose handler holds the slot.
+    request: AtomicU64,
 }
 
 pub(crate) struct InlineSlots {
     slots: Vec<Slot>,
+    /// The server's handler timeout (zero = none): a handler that blocks inline past it has
+    /// its request expired from here, as the timer of its own (blocked) task cannot.
+    handler_timeout: Duration,
 }
 
 /// A taken slot, given back when dropped.
 pub(crate) struct InlineSlot<'a>(&'a Slot);
+
+impl InlineSlot<'_> {
+    /// Names the request whose handler runs in this slot.
+    pub fn running(&self, request: u64) {
+        self.0.request.store(request, Ordering::Relaxed);
+    }
+}
 
 impl Drop for InlineSlot<'_> {
     fn drop(&mut self) {
@@ -41,8 +53,8 @@ impl Drop for InlineSlot<'_> {
 }
 
 impl InlineSlots {
-    pub fn new(n: usize) -> Arc<InlineSlots> {
-        Arc::new(InlineSlots { slots: (0..n).map(|_| Slot::default()).collect() })
+    pub fn new(n: usize, handler_timeout: Duration) -> Arc<InlineSlots> {
+        Arc::new(InlineSlots { slots: (0..n).map(|_| Slot::default()).collect(), handler_timeout })
     }
 
     pub fn take(&self) -> Option<InlineSlot<'_>> {
@@ -87,6 +99,8 @@ fn watch(slots: Weak<InlineSlots>, runtime: tokio::runtime::Handle, stop: Arc<(M
     let mut seen: Vec<u64> = Vec::new();
     let mut last_total = 0;
     let mut poked: Vec<bool> = Vec::new();
+    // Since when each slot has held the same handler (as seen by this thread).
+    let mut since: Vec<Option<std::time::Instant>> = Vec::new();
     loop {
         let Some(slots) = slots.upgrade() else { return };
         let total = slots.entries();
@@ -94,6 +108,7 @@ fn watch(slots: Weak<InlineSlots>, runtime: tokio::runtime::Handle, stop: Arc<(M
         last_total = total;
         seen.resize(slots.slots.len(), u64::MAX);
         poked.resize(slots.slots.len(), false);
+        since.resize(slots.slots.len(), None);
         for (i, slot) in slots.slots.iter().enumerate() {
             let entries = slot.entries.load(Ordering::Relaxed);
             let stuck = slot.busy.load(Ordering::Acquire) && entries == seen[i];
@@ -101,8 +116,18 @@ fn watch(slots: Weak<InlineSlots>, runtime: tokio::runtime::Handle, stop: Arc<(M
                 // One empty task per stuck handler is enough to get a worker polling.
                 drop(runtime.spawn(async {}));
                 poked[i] = true;
+                since[i] = Some(std::time::Instant::now());
             } else if !stuck {
                 poked[i] = false;
+                since[i] = None;
+            }
+            if let Some(t) = since[i] {
+                if !slots.handler_timeout.is_zero() && t.elapsed() + LOOK_EVERY >= slots.handler_timeout {
+                    // The host's late answer then gets EMBER_ERR_TIMED_OUT, and the client
+                    // its 503 once the handler returns and frees the connection.
+                    crate::registry::expire(slot.request.load(Ordering::Relaxed), true);
+                    since[i] = None;
+                }
             }
             seen[i] = entries;
         }

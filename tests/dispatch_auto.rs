@@ -47,3 +47,22 @@ fn auto_dispatch_can_be_chosen_explicitly_beside_the_others() {
         assert!(get(port, "/").ends_with("hello"));
     }
 }
+
+#[test]
+fn an_inline_handler_blocking_past_the_handler_timeout_gets_timed_out_and_its_client_503() {
+    let rc = Arc::new(std::sync::Mutex::new(None));
+    let seen = rc.clone();
+    let s = Arc::new(Server::new());
+    s.listen("127.0.0.1:0").unwrap();
+    s.set_workers(1).unwrap();
+    s.set_limits(|l| Ok(l.handler_timeout = Duration::from_millis(50))).unwrap();
+    s.route(Some(http::Method::GET), "/sleepy", Arc::new(move |r: &Request| {
+        std::thread::sleep(Duration::from_millis(250));
+        *seen.lock().unwrap() = Some(r.respond(200, b"", "late").map_err(|e| e.kind));
+    }))
+    .unwrap();
+    s.start().unwrap();
+    let resp = get(s.port(0).unwrap(), "/sleepy");
+    assert!(resp.starts_with("HTTP/1.1 503"), "{resp:?}");
+    assert_eq!(*rc.lock().unwrap(), Some(Err(ember::ErrorKind::TimedOut)));
+}

@@ -9,6 +9,7 @@
 # not a race). Reports are kept in target/tsan/reports/.
 #   tests/run_tsan.sh            # Rust tests, then the C race tests
 #   tests/run_tsan.sh rust | c   # one half
+#   tests/run_tsan.sh build      # only build (CI starts it early, in the background)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -26,6 +27,12 @@ export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
 # TSan failure from a test failure.
 export TSAN_OPTIONS="halt_on_error=0 exitcode=66 second_deadlock_stack=1 history_size=4 suppressions=$root/tests/tsan.supp log_path=$reports/tsan"
 cargo_tsan() { cargo +nightly "$@" -Zbuild-std --target "$triple" --target-dir "$tdir"; }
+
+if [ "$what" = build ]; then
+  cargo_tsan test --lib --tests --no-run 2>&1 | tail -n 2
+  cargo_tsan build --lib 2>&1 | tail -n 2
+  exit 0
+fi
 
 fail=0
 if [ "$what" = all ] || [ "$what" = rust ]; then

@@ -26,8 +26,29 @@ use watchdog::{check, tick, Clock, Verdict};
 const POLITE_GRACE: Duration = Duration::from_secs(1);
 
 /// Serves one TCP connection until it closes, the watchdog ends it, or the runtime stops.
-pub(crate) async fn serve(stream: TcpStream, remote: SocketAddr, run: Arc<Run>, shutdown: watch::Receiver<bool>, open: Box<dyn Send + Sync>) {
-    let state = ConnState::new(remote.to_string(), open);
+pub(crate) async fn serve(
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    proxy_protocol: bool,
+    run: Arc<Run>,
+    shutdown: watch::Receiver<bool>,
+    open: Box<dyn Send + Sync>,
+) {
+    let mut client = None;
+    if proxy_protocol {
+        // Only a trusted peer may say who the client is (when trust is configured at all).
+        if !run.trusted.is_empty() && !run.trusted.contains(peer.ip()) {
+            run.log.warn(&format!("{peer}: PROXY header expected from a trusted proxy; connection closed"));
+            return;
+        }
+        let limit = if run.limits.header_timeout.is_zero() { Duration::from_secs(30) } else { run.limits.header_timeout };
+        match tokio::time::timeout(limit, crate::proxy::read_header(&mut stream)).await {
+            Ok(Ok(named)) => client = named,
+            Ok(Err(e)) => return run.log.info(&format!("{peer}: bad PROXY header ({e}); connection closed")),
+            Err(_) => return,
+        }
+    }
+    let state = ConnState::new(peer, client, open);
     let raw = rawsock::raw_of(&stream);
     let polite = Arc::new(Notify::new());
     let mut clock = Clock::new();

@@ -5,7 +5,9 @@ use super::types::ember_result;
 /// The ABI version; bumped when functions are added (nothing is ever removed).
 /// 2: `ember_request_info` and `ember_stats` start with their size, `ember_request_get_info`
 /// and `ember_server_stats` take the caller's struct size, `ember_server_listen_flags`,
-/// limits 8-11. 3: streamed answers and bodies, request events, WebSocket, limits 12-17.
+/// limits 8-11. 3: streamed answers and bodies, request events, WebSocket, limits 12-17,
+/// auto dispatch, health path and drain, trusted proxies and the PROXY protocol,
+/// `ember_request_info.scheme` and `.peer_addr`.
 pub const EMBER_ABI_VERSION: u32 = 3;
 
 /// Success.
@@ -97,6 +99,10 @@ pub const EMBER_LIMIT_MAX_STREAM_BODY_BYTES: i32 = 17;
 
 /// `ember_server_listen_flags`: SO_REUSEPORT, several processes share the port.
 pub const EMBER_LISTEN_REUSE_PORT: u32 = 1;
+/// `ember_server_listen_flags`: every connection starts with a PROXY protocol header (v1 or
+/// v2, as HAProxy or nginx `proxy_protocol on` send it) naming the client; a connection
+/// without one is closed. With trusted proxies configured, only they may connect here.
+pub const EMBER_LISTEN_PROXY_PROTOCOL: u32 = 2;
 
 /// `ember_server_route_flags`: the handler reads the body in pieces (`ember_request_read`).
 pub const EMBER_ROUTE_STREAM_BODY: u32 = 1;

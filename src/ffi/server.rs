@@ -87,10 +87,10 @@ pub unsafe extern "C" fn ember_server_listen_flags(server: *mut ember_server, ad
     guard(|| {
         let s = get(server)?;
         let address = c_str(address, "address")?;
-        if flags & !EMBER_LISTEN_REUSE_PORT != 0 {
+        if flags & !(EMBER_LISTEN_REUSE_PORT | EMBER_LISTEN_PROXY_PROTOCOL) != 0 {
             return Err(Error::new(ErrorKind::InvalidArg, format!("listen flags {flags:#x} include unknown bits")));
         }
-        s.listen_with(address, flags & EMBER_LISTEN_REUSE_PORT != 0)
+        s.listen_spec(address, flags & EMBER_LISTEN_REUSE_PORT != 0, flags & EMBER_LISTEN_PROXY_PROTOCOL != 0)
     })
 }
 
@@ -348,6 +348,33 @@ pub unsafe extern "C" fn ember_server_port(server: *const ember_server, index: u
         }
         args::write(out_port, "out_port", s.port(index)?)
     })
+}
+
+/// Trusts the proxy (or proxies) at `cidr` ("10.0.0.0/8", "127.0.0.1", "::1/128"; copied):
+/// their PROXY headers and `Forwarded` / `X-Forwarded-For` / `X-Forwarded-Proto` headers
+/// decide `info->remote_addr` and `info->scheme` (the nearest hop that is not a trusted
+/// proxy is the client). From any other peer those headers are ignored. May be called
+/// several times. Before start only.
+#[no_mangle]
+pub unsafe extern "C" fn ember_server_add_trusted_proxy(server: *mut ember_server, cidr: *const c_char) -> ember_result {
+    guard(|| get(server)?.add_trusted_proxy(c_str(cidr, "cidr")?))
+}
+
+/// A path the engine answers itself for GET and HEAD (copied): 200 `{"status": "ok"}`, or
+/// 503 `{"status": "draining"}` after `ember_server_drain`. For load balancers' health
+/// checks. Before start only.
+#[no_mangle]
+pub unsafe extern "C" fn ember_server_set_health_path(server: *mut ember_server, path: *const c_char) -> ember_result {
+    guard(|| get(server)?.set_health_path(c_str(path, "path")?))
+}
+
+/// Starts draining, ahead of a stop (rolling restarts behind a load balancer): the health
+/// path answers 503, and every HTTP/1.1 answer carries `Connection: close`, so the balancer
+/// takes this process out and keep-alive clients reconnect elsewhere. The server goes on
+/// accepting and serving until `ember_server_stop`. Idempotent; while running only.
+#[no_mangle]
+pub unsafe extern "C" fn ember_server_drain(server: *mut ember_server) -> ember_result {
+    guard(|| get(server)?.drain())
 }
 
 /// Graceful stop: stop accepting, let in-flight requests finish, close idle keep-alive

@@ -99,6 +99,8 @@ static void test_pool_bound(void) {
     uint16_t port;
     int i;
     memset(&d, 0, sizeof d);
+    /* Pool mode explicitly: auto (the default) would run one of them inline as well. */
+    CHECK_RC(ember_server_set_dispatch(s, EMBER_DISPATCH_POOL), EMBER_OK);
     CHECK_RC(ember_server_set_pool_threads(s, 2), EMBER_OK);
     CHECK_RC(ember_server_route(s, "GET", "/block", blocking, NULL, NULL), EMBER_OK);
     port = start_server(s);

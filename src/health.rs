@@ -1,0 +1,43 @@
+//! Living behind a load balancer: an optional health path answered by the engine, and a
+//! drain mode. Draining, the health path answers 503 so health checks take the process out
+//! of rotation, and every HTTP/1 answer closes its connection so keep-alive clients (a
+//! proxy's upstream pool) reconnect elsewhere; new connections are still accepted and
+//! served until the host stops the server.
+
+use crate::request::Answer;
+use bytes::Bytes;
+use http::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+#[derive(Default)]
+pub(crate) struct Health {
+    pub path: Option<String>,
+    draining: AtomicBool,
+}
+
+impl Health {
+    pub fn new(path: Option<String>) -> Health {
+        Health { path, draining: AtomicBool::new(false) }
+    }
+
+    pub fn drain(&self) {
+        self.draining.store(true, Ordering::Release);
+    }
+
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::Relaxed)
+    }
+
+    /// The engine's answer when `path` is the health path.
+    pub fn answer(&self, method: &http::Method, path: &str) -> Option<Answer> {
+        let health = self.path.as_deref()?;
+        if path != health || !(method == http::Method::GET || method == http::Method::HEAD) {
+            return None;
+        }
+        let (status, body) = if self.is_draining() { (503, "{\"status\": \"draining\"}") } else { (200, "{\"status\": \"ok\"}") };
+        let mut a = Answer::new(status, http::HeaderMap::new(), Bytes::from_static(body.as_bytes()));
+        a.headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        a.headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        Some(a)
+    }
+}
