@@ -166,6 +166,12 @@
 #define EMBER_ROUTE_STREAM_BODY 1
 
 /**
+ * `ember_server_route_flags`: under auto dispatch, always run the handler on a pool thread
+ * (it blocks on its own streamed answer, which its connection's I/O thread must drain).
+ */
+#define EMBER_ROUTE_POOL 2
+
+/**
  * `ember_request_info.flags`: the body is read with `ember_request_read`, not in `body`.
  */
 #define EMBER_REQUEST_BODY_STREAMED 1
@@ -759,7 +765,10 @@ ember_result ember_server_route(struct ember_server *server,
  * `EMBER_ROUTE_STREAM_BODY`: the handler is called once the head is in; `info->body` is
  * empty, `info->flags` has `EMBER_REQUEST_BODY_STREAMED`, and the body is read with
  * `ember_request_read` (the body limit and minimum rate still apply; the handler timeout
- * starts once the body is in). Unknown flags are `EMBER_ERR_INVALID_ARG`.
+ * starts once the body is in). `EMBER_ROUTE_POOL`: under auto dispatch the handler always
+ * runs on a pool thread, never on its connection's I/O thread (for handlers that block on
+ * their own streamed answer, like a WSGI or System.Web bridge). Unknown flags are
+ * `EMBER_ERR_INVALID_ARG`.
  */
 ember_result ember_server_route_flags(struct ember_server *server,
                                       const char *method,

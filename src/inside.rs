@@ -19,6 +19,19 @@ pub(crate) fn mark_io_thread(strict: bool) {
     IO_THREAD.with(|c| c.set(strict));
 }
 
+/// Runs `f` with blocking waits refused on this thread (an auto-dispatch handler running
+/// on the I/O thread of its own connection).
+pub(crate) fn strict_io<T>(f: impl FnOnce() -> T) -> T {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            IO_THREAD.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(IO_THREAD.with(|c| c.replace(true)));
+    f()
+}
+
 pub(crate) fn on_io_thread() -> bool {
     IO_THREAD.with(|c| c.get())
 }

@@ -27,6 +27,9 @@ enum State {
     Answered,
     TimedOut(Option<Arc<RequestData>>),
     Gone(Option<Arc<RequestData>>),
+    /// The engine answered for the host: a streamed body over the limit (413,
+    /// `TooLarge`) or too slow (408, `TimedOut`).
+    Refused(ErrorKind, Option<Arc<RequestData>>),
 }
 
 struct Slot {
@@ -135,6 +138,13 @@ fn not_pending(id: u64, state: &State) -> Error {
         State::Answered => Error::new(ErrorKind::AlreadyAnswered, format!("request {id:#x} was already answered")),
         State::Streaming { .. } => Error::new(ErrorKind::AlreadyAnswered, format!("request {id:#x} is already answering with a stream")),
         State::TimedOut(_) => Error::new(ErrorKind::TimedOut, format!("request {id:#x} was already answered by the handler timeout")),
+        State::Refused(ErrorKind::TooLarge, _) => {
+            Error::new(ErrorKind::TooLarge, format!("request {id:#x}: the body passed the limit; the engine answered 413"))
+        }
+        State::Refused(ErrorKind::ClientGone, _) => {
+            Error::new(ErrorKind::ClientGone, format!("request {id:#x}: the body broke off (bad framing or a reset); the engine answered 400"))
+        }
+        State::Refused(kind, _) => Error::new(*kind, format!("request {id:#x}: the body arrived too slowly; the engine answered 408")),
         _ => Error::new(ErrorKind::ClientGone, format!("request {id:#x}: the client disconnected or the server stopped")),
     }
 }
@@ -183,7 +193,7 @@ pub(crate) fn exchange(id: u64) -> Result<Arc<Exchange>> {
 /// True if the slot may be reused.
 fn acknowledge(slot: &mut Slot) -> bool {
     match &mut slot.state {
-        State::TimedOut(data) | State::Gone(data) => {
+        State::TimedOut(data) | State::Gone(data) | State::Refused(_, data) => {
             slot.ex = None;
             data.take().is_some()
         }
@@ -215,9 +225,13 @@ fn retire(id: u64, to: Retire) -> Result<(Option<oneshot::Sender<Answer>>, Optio
                     slot.state = State::Streaming { data };
                     false
                 }
-                Retire::TimedOut | Retire::Gone => {
+                Retire::TimedOut | Retire::Gone | Retire::Refused(_) => {
                     let keeps = data.is_some();
-                    slot.state = if to == Retire::TimedOut { State::TimedOut(data) } else { State::Gone(data) };
+                    slot.state = match to {
+                        Retire::TimedOut => State::TimedOut(data),
+                        Retire::Refused(kind) => State::Refused(kind, data),
+                        _ => State::Gone(data),
+                    };
                     if !keeps {
                         slot.ex = None;
                     }
@@ -228,7 +242,7 @@ fn retire(id: u64, to: Retire) -> Result<(Option<oneshot::Sender<Answer>>, Optio
         }
         // The host's answer attempt on a request that ended without it: report why, and
         // release the data it no longer needs.
-        other @ (State::TimedOut(_) | State::Gone(_)) if matches!(to, Retire::Answer | Retire::Stream) => {
+        other @ (State::TimedOut(_) | State::Gone(_) | State::Refused(..)) if matches!(to, Retire::Answer | Retire::Stream) => {
             let err = not_pending(id, &other);
             slot.state = other;
             let freed = acknowledge(slot);
@@ -258,6 +272,7 @@ enum Retire {
     Stream,
     TimedOut,
     Gone,
+    Refused(ErrorKind),
 }
 
 /// Releases what the host never answered once its server has stopped.
@@ -374,6 +389,14 @@ impl Claim {
 /// Delivers the host's answer. Exactly one answer per request gets through.
 pub(crate) fn answer(id: u64, answer: Answer) -> Result<()> {
     claim(id)?.send(answer)
+}
+
+/// The engine answers a request for the host (its streamed body is over the limit or too
+/// slow). As after an expiry, the request's data stays until the host's next call on the
+/// handle, which reports `kind`.
+pub(crate) fn refuse(id: u64, kind: ErrorKind, answer: Answer) -> Result<()> {
+    let (tx, _) = retire(id, Retire::Refused(kind))?;
+    tx.ok_or_else(|| invalid(id))?.send(answer).map_err(|_| not_pending(id, &State::Gone(None)))
 }
 
 /// Ends a request the host did not answer: `timed_out` or the client went away. The

@@ -11,14 +11,16 @@ use std::sync::Arc;
 pub enum Endpoint {
     /// A handler. `stream_body`: the host reads the body in pieces instead of getting it
     /// whole.
-    Http { handler: Handler, stream_body: bool },
+    /// `pool`: the handler may block on its own exchange (a blocking write or read), so
+    /// auto dispatch always gives it a pool thread instead of its connection's I/O thread.
+    Http { handler: Handler, stream_body: bool, pool: bool },
     /// A WebSocket endpoint: the upgrade request goes to its open callback.
     WebSocket(Arc<crate::ws::WsRoute>),
 }
 
 impl Endpoint {
     pub fn handler(handler: Handler) -> Endpoint {
-        Endpoint::Http { handler, stream_body: false }
+        Endpoint::Http { handler, stream_body: false, pool: false }
     }
 }
 

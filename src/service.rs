@@ -5,7 +5,8 @@ use crate::body;
 use crate::connstate::{BodyBudget, ConnState, InFlight};
 use crate::dispatch::{Job, Mailbox, Submit};
 use crate::engine::Run;
-use crate::exchange::Exchange;
+use crate::error::ErrorKind;
+use crate::exchange::{Event, Exchange};
 use crate::handler::{self, Handler, Request};
 use crate::inbox::{self, InError, Inbox};
 use crate::registry;
@@ -160,8 +161,8 @@ async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incomi
             mailbox.post(Box::new(move || handler::invoke(server_id, &open, &request, &log)));
             Some((ws, accept))
         }
-        (Endpoint::Http { handler, .. }, _) => {
-            if let Some(a) = dispatch(run, id, handler.clone(), data) {
+        (Endpoint::Http { handler, pool, .. }, _) => {
+            if let Some(a) = dispatch(run, id, handler.clone(), data, *pool) {
                 return (a, None);
             }
             None
@@ -202,16 +203,21 @@ impl Drop for AbandonOnDrop {
 
 /// Hands a request to its handler (inline now, or queued for the pool). An answer when
 /// the pool cannot take it.
-fn dispatch(run: &Run, id: u64, handler: Handler, data: Arc<RequestData>) -> Option<Answer> {
+fn dispatch(run: &Run, id: u64, handler: Handler, data: Arc<RequestData>, pool: bool) -> Option<Answer> {
     if run.dispatcher.is_inline() {
         registry::attach(id, data.clone(), true);
         handler::invoke(run.server_id, &handler, &Request { data }, &run.log);
         return None;
     }
-    if let Some(slot) = run.dispatcher.try_inline() {
+    // A streamed body comes through this very connection, which cannot move while its
+    // handler runs on it: a handler that reads it (blocking) goes to the pool.
+    let streamed = data.info().flags & FLAG_BODY_STREAMED != 0;
+    if let Some(slot) = (!streamed && !pool).then(|| run.dispatcher.try_inline()).flatten() {
         slot.running(id);
         registry::attach(id, data.clone(), true);
-        handler::invoke(run.server_id, &handler, &Request { data }, &run.log);
+        // Likewise a streamed answer cannot drain while the handler holds the connection:
+        // blocking waits refuse here (EMBER_ERR_STATE) as under inline dispatch.
+        crate::inside::strict_io(|| handler::invoke(run.server_id, &handler, &Request { data }, &run.log));
         return None;
     }
     registry::attach(id, data, false);
@@ -230,17 +236,23 @@ fn dispatch(run: &Run, id: u64, handler: Handler, data: Arc<RequestData>) -> Opt
 /// is cut.
 async fn pump_body(incoming: Incoming, inbox: Arc<Inbox>, ex: Arc<Exchange>, run: Arc<Run>) {
     let Some(error) = inbox::pump(incoming, inbox.clone(), ex.clone(), run.limits.clone()).await else { return };
-    let status = match error {
-        InError::TooLarge => 413,
-        InError::TooSlow => 408,
-        InError::Gone => 400,
+    let (status, kind) = match error {
+        InError::TooLarge => (413, ErrorKind::TooLarge),
+        InError::TooSlow => (408, ErrorKind::TimedOut),
+        // Broken framing or a reset: as for a buffered body, 400 and the connection closed.
+        InError::Gone => (400, ErrorKind::ClientGone),
     };
-    if registry::answer(ex.id, canned(status, true)).is_err() {
+    // Like an expiry: the host's later calls on the handle report why, and its views stay
+    // valid until then.
+    if registry::refuse(ex.id, kind, canned(status, true)).is_err() {
         if let Some(out) = ex.outbox.get() {
             out.close();
         }
+        inbox.fail_reader(error, &ex);
+        return;
     }
     inbox.fail_reader(error, &ex);
+    ex.fire(Event::Aborted);
 }
 
 /// The pool's queue is full (or the pool is gone): the client may try again shortly.
@@ -328,12 +340,21 @@ fn to_response(answer: Answer, head_only: bool, is_h2: bool, in_flight: InFlight
             }
             Reply::Stream(StreamBody::new(out, ex, declared_len, Some(in_flight)))
         }
-        (Some(out), _) => {
+        (Some(out), ex) => {
             if let Some(n) = declared_len {
                 headers.insert(CONTENT_LENGTH, HeaderValue::from(n));
             }
-            // HEAD: what the host streams is dropped; its end completes the exchange.
-            out.set_discard();
+            // HEAD: what the host streams is dropped; its end completes the exchange. The
+            // host may have got there first (an inline handler always does).
+            let (ended, refused) = out.set_discard();
+            if let Some(ex) = ex {
+                if refused {
+                    ex.fire(Event::Writable);
+                }
+                if ended {
+                    ex.fire(Event::Completed);
+                }
+            }
             Reply::full(Bytes::new(), Some(in_flight), None)
         }
         (None, ex) if head_only => {

@@ -107,8 +107,20 @@ impl Outbox {
         self.cond.notify_all();
     }
 
-    pub fn set_discard(&self) {
-        self.st.lock().discard = true;
+    /// The answer is to HEAD: what is queued or written is dropped. Returns (ended,
+    /// refused): the host ended it already (so it is complete now; no later `end` will
+    /// say so), and a write was refused (the host waits for `Writable`, which no reader
+    /// will bring now).
+    pub fn set_discard(&self) -> (bool, bool) {
+        let mut st = self.st.lock();
+        st.discard = true;
+        st.queue.clear();
+        st.queued = 0;
+        let refused = std::mem::take(&mut st.refused);
+        let ended = st.ended;
+        drop(st);
+        self.cond.notify_all();
+        (ended, refused)
     }
 
 

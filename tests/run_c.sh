@@ -15,6 +15,9 @@ cargo build --release
 
 echo "== samples/c"
 make -C samples/c
+# websocket_sample.py and the conformance files run below need these clients.
+python3 -c 'import pytest, httpx, h2, websockets.asyncio.client' 2>/dev/null ||
+  python3 -m pip install -q pytest 'httpx[http2]' 'websockets>=13'
 
 # Runs one test program; its last line must be "N passed, N failed".
 run_one() {
@@ -48,10 +51,11 @@ run_suite() {
   run_one "$variant/header_c99" "$dir/header_c99"
   run_one "$variant/header_cxx" "$dir/header_cxx"
   local t
-  for t in test_abi test_lifecycle test_requests test_dispatch test_races test_edges test_contract; do
+  for t in test_abi test_lifecycle test_requests test_dispatch test_races test_edges test_contract test_stream test_stream_end test_body test_ws; do
     run_one "$variant/$t" "$dir/$t"
   done
   run_one "$variant/test_ref_app" "$dir/test_ref_app" "$2"
+  run_one "$variant/websocket_sample" python3 "$root/tests/c/websocket_sample.py" "$dir/websocket"
 }
 
 echo "== hello smoke test"
@@ -77,8 +81,8 @@ run_suite plain "$root/samples/c/ember_ref"
 
 echo "== tests (AddressSanitizer + UBSan)"
 make -C tests/c OUT="$out/asan" SANITIZE=1
-for bin in test_abi test_lifecycle test_requests test_dispatch test_races test_edges test_contract test_ref_app ember_ref \
-           header_c99 header_cxx; do
+for bin in test_abi test_lifecycle test_requests test_dispatch test_races test_edges test_contract test_stream test_stream_end test_body test_ws \
+           test_ref_app ember_ref websocket header_c99 header_cxx; do
   # The sanitizer must really be in there, or this half proves nothing.
   # (Captured first: grep -q closing the pipe early would trip pipefail.)
   libs="$(ldd "$out/asan/$bin")"
@@ -95,6 +99,23 @@ fi
 export ASAN_OPTIONS="abort_on_error=1:detect_leaks=1:strict_string_checks=1:check_initialization_order=1"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
 run_suite asan "$out/asan/ember_ref"
+
+# The streaming and WebSocket routes of the reference app under the sanitizers, through the
+# conformance suite's real clients (memory growth is not asserted: ASan keeps freed memory).
+for mode in pool inline; do
+  echo "== conformance streaming/WebSocket files against the ASan ember_ref ($mode dispatch)"
+  log="$(mktemp)"
+  if EMBER_DISPATCH=$mode EMBER_CONFORMANCE_RSS=off EMBER_APP="$out/asan/ember_ref" timeout 900 python3 -m pytest -q \
+       tests/conformance/test_sse.py tests/conformance/test_stream.py tests/conformance/test_upload.py \
+       tests/conformance/test_websocket.py tests/conformance/test_ws_autobahn.py >"$log" 2>&1; then
+    echo "ok   asan/conformance-streaming ($mode): $(tail -n 1 "$log")"
+    total_pass=$((total_pass + 1))
+  else
+    echo "---- asan/conformance-streaming ($mode)"; cat "$log"
+    broken+=("asan conformance-streaming ($mode)"); total_fail=$((total_fail + 1))
+  fi
+  rm -f "$log"
+done
 unset ASAN_OPTIONS UBSAN_OPTIONS
 
 echo "$total_pass passed, $total_fail failed"

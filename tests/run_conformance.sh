@@ -32,8 +32,17 @@ if [ -z "$app" ]; then
     exit 2
 fi
 
-if ! "$PYTHON" -c "import pytest, requests" >/dev/null 2>&1; then
-    "$PYTHON" -m pip install -q pytest requests || exit 2
+# Clients of the streaming and WebSocket tests: websockets (>= 13 for its sync and asyncio
+# clients), httpx with h2 for HTTP/2, and Debian's chromium for test_browser.py.
+if ! "$PYTHON" -c "import pytest, requests, httpx, h2, websockets, websockets.sync.client" >/dev/null 2>&1; then
+    "$PYTHON" -m pip install -q pytest requests 'httpx[http2]' 'websockets>=13' || exit 2
+fi
+if ! command -v chromium >/dev/null 2>&1; then
+    echo "$0: installing chromium (apt) for test_browser.py" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -qq chromium >/dev/null 2>&1 ||
+        { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; } ||
+        echo "$0: could not install chromium: test_browser.py will fail" >&2
 fi
 
 cd "$root" || exit 2

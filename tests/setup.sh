@@ -10,10 +10,12 @@ command -v make >/dev/null || need+=(make)
 command -v mcs >/dev/null || need+=(mono-devel)
 command -v valgrind >/dev/null || need+=(valgrind)
 [ "${EMBER_SKIP_BENCH_TOOLS:-}" = 1 ] || command -v wrk >/dev/null || need+=(wrk)
+command -v chromium >/dev/null || need+=(chromium)   # the conformance suite's browser test
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq "${need[@]}" >/dev/null
 fi
-python3 -c 'import pytest, requests' 2>/dev/null || python3 -m pip install -q pytest requests
+python3 -c 'import pytest, requests, httpx, h2, websockets.sync.client' 2>/dev/null ||
+  python3 -m pip install -q pytest requests 'httpx[http2]' 'websockets>=13'

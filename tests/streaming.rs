@@ -163,6 +163,7 @@ fn upload_server(max: u64) -> (Arc<Server>, u16) {
             "/upload",
             Endpoint::Http {
                 stream_body: true,
+                pool: false,
                 handler: Arc::new(|r: &Request| {
                     let id = r.id();
                     assert_eq!(r.data().info().flags & 1, 1);

@@ -1,5 +1,7 @@
 /* The Ember reference app in C: the contract is tests/REFERENCE_APP.md.
- * Usage: ember_ref [port]   (default 8080; 0 picks a free port) */
+ * Usage: ember_ref [port]   (default 8080; 0 picks a free port)
+ * This file: setup and the request/response routes. Streaming (/sse, /stream, /upload)
+ * is in ref_stream.c, WebSocket (/ws, /ws/chat) in ref_ws.c. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>
@@ -12,6 +14,7 @@
 #include <time.h>
 
 #include "ember.h"
+#include "ref_app.h"
 
 #ifdef _WIN32
 /* Windows: Ctrl+C, Ctrl+Break and closing the console stop the server gracefully. */
@@ -107,7 +110,7 @@ static const char JSON_TYPE[] = "Content-Type: application/json";
 static const char OOM[] = "{\"error\": \"out of memory\"}";
 
 /* The engine's error message must be copied before the next ember_ call replaces it. */
-static void log_failure(const char *what, ember_result rc) {
+void ref_log_failure(const char *what, ember_result rc) {
     char msg[512];
     snprintf(msg, sizeof msg, "%s", ember_last_error());
     fprintf(stderr, "ember_ref: %s: %s: %s\n", what, ember_result_name(rc), msg);
@@ -116,7 +119,7 @@ static void log_failure(const char *what, ember_result rc) {
 static void respond(ember_request req, uint16_t status, const char *headers, const char *body, size_t len) {
     ember_result rc = ember_request_respond(req, status, headers, strlen(headers), body, len);
     /* A client that hung up is ordinary traffic, not worth a log line under load. */
-    if (rc != EMBER_OK && rc != EMBER_ERR_CLIENT_GONE) log_failure("respond", rc);
+    if (rc != EMBER_OK && rc != EMBER_ERR_CLIENT_GONE) ref_log_failure("respond", rc);
 }
 
 static void respond_buf(ember_request req, buf *b) {
@@ -168,7 +171,7 @@ static void on_echo(void *ud, ember_request req, const ember_request_info *info)
          * request hanging until the handler timeout. */
         if (rc == EMBER_ERR_INVALID_ARG)
             rc = ember_request_respond(req, 200, OCTETS, sizeof OCTETS - 1, info->body.ptr, info->body.len);
-        if (rc != EMBER_OK && rc != EMBER_ERR_CLIENT_GONE) log_failure("respond /echo", rc);
+        if (rc != EMBER_OK && rc != EMBER_ERR_CLIENT_GONE) ref_log_failure("respond /echo", rc);
     }
     free(h.p);
 }
@@ -266,7 +269,7 @@ static void *slow_thread(void *arg) {
     /* The handler timeout (503) or a departed client may have ended the request
      * first; that is expected here, not an error of ours. */
     if (rc != EMBER_OK && rc != EMBER_ERR_TIMED_OUT && rc != EMBER_ERR_CLIENT_GONE)
-        log_failure("respond /slow", rc);
+        ref_log_failure("respond /slow", rc);
     return NULL;
 }
 
@@ -323,7 +326,7 @@ static int parse_uint(const char *s, unsigned long max, unsigned long *out) {
 }
 
 #define TRY(what, call) do { ember_result rc_ = (call); \
-        if (rc_ != EMBER_OK) { log_failure(what, rc_); ember_server_free(server); return 1; } } while (0)
+        if (rc_ != EMBER_OK) { ref_log_failure(what, rc_); ember_server_free(server); return 1; } } while (0)
 
 int main(int argc, char **argv) {
     ember_server *server = NULL;
@@ -379,12 +382,15 @@ int main(int argc, char **argv) {
     TRY("limit", ember_server_set_limit(server, EMBER_LIMIT_HANDLER_TIMEOUT_MS, 3000));
     TRY("limit", ember_server_set_limit(server, EMBER_LIMIT_MAX_HEADER_BYTES, 16384));
     TRY("limit", ember_server_set_limit(server, EMBER_LIMIT_MAX_HEADERS, 100));
+    TRY("limit", ember_server_set_limit(server, EMBER_LIMIT_MAX_STREAM_BODY_BYTES, 4294967296ULL));
     TRY("route /", ember_server_route(server, "GET", "/", on_root, NULL, NULL));
     TRY("route /users", ember_server_route(server, "GET", "/users/{id}", on_user, NULL, NULL));
     TRY("route /echo", ember_server_route(server, "POST", "/echo", on_echo, NULL, NULL));
     TRY("route /inspect", ember_server_route(server, "GET", "/inspect", on_inspect, NULL, NULL));
     TRY("route /slow", ember_server_route(server, "GET", "/slow", on_slow, NULL, NULL));
     TRY("route /fail", ember_server_route(server, "GET", "/fail", on_fail, NULL, NULL));
+    TRY("streaming routes", ref_add_stream_routes(server));
+    TRY("WebSocket routes", ref_add_ws_routes(server));
     TRY("start", ember_server_start(server));
     TRY("port", ember_server_port(server, 0, &bound));
 
@@ -400,8 +406,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "ember_ref: signal %d, stopping\n", sig);
 #endif
     rc = ember_server_stop(server, 5000);
-    if (rc != EMBER_OK) log_failure("stop", rc); /* free below still force-closes */
+    if (rc != EMBER_OK) ref_log_failure("stop", rc); /* free below still force-closes */
     rc = ember_server_free(server);
-    if (rc != EMBER_OK) { log_failure("free", rc); return 1; }
+    if (rc != EMBER_OK) { ref_log_failure("free", rc); return 1; }
     return 0;
 }

@@ -106,6 +106,9 @@ pub const EMBER_LISTEN_PROXY_PROTOCOL: u32 = 2;
 
 /// `ember_server_route_flags`: the handler reads the body in pieces (`ember_request_read`).
 pub const EMBER_ROUTE_STREAM_BODY: u32 = 1;
+/// `ember_server_route_flags`: under auto dispatch, always run the handler on a pool thread
+/// (it blocks on its own streamed answer, which its connection's I/O thread must drain).
+pub const EMBER_ROUTE_POOL: u32 = 2;
 
 /// `ember_request_info.flags`: the body is read with `ember_request_read`, not in `body`.
 pub const EMBER_REQUEST_BODY_STREAMED: u32 = 1;

@@ -294,7 +294,10 @@ pub unsafe extern "C" fn ember_server_route(
 /// `EMBER_ROUTE_STREAM_BODY`: the handler is called once the head is in; `info->body` is
 /// empty, `info->flags` has `EMBER_REQUEST_BODY_STREAMED`, and the body is read with
 /// `ember_request_read` (the body limit and minimum rate still apply; the handler timeout
-/// starts once the body is in). Unknown flags are `EMBER_ERR_INVALID_ARG`.
+/// starts once the body is in). `EMBER_ROUTE_POOL`: under auto dispatch the handler always
+/// runs on a pool thread, never on its connection's I/O thread (for handlers that block on
+/// their own streamed answer, like a WSGI or System.Web bridge). Unknown flags are
+/// `EMBER_ERR_INVALID_ARG`.
 #[no_mangle]
 pub unsafe extern "C" fn ember_server_route_flags(
     server: *mut ember_server,
@@ -306,7 +309,7 @@ pub unsafe extern "C" fn ember_server_route_flags(
     release: ember_release_fn,
 ) -> ember_result {
     guard(|| {
-        if flags & !EMBER_ROUTE_STREAM_BODY != 0 {
+        if flags & !(EMBER_ROUTE_STREAM_BODY | EMBER_ROUTE_POOL) != 0 {
             return Err(Error::new(ErrorKind::InvalidArg, format!("route flags {flags:#x} include unknown bits")));
         }
         let s = get(server)?;
@@ -326,7 +329,11 @@ pub unsafe extern "C" fn ember_server_route_flags(
             // SAFETY: the host's callback, its pointer, and an info struct that outlives the call.
             unsafe { f(ud.0, req.id(), req.data().info()) }
         });
-        let endpoint = crate::router::Endpoint::Http { handler: host, stream_body: flags & EMBER_ROUTE_STREAM_BODY != 0 };
+        let endpoint = crate::router::Endpoint::Http {
+            handler: host,
+            stream_body: flags & EMBER_ROUTE_STREAM_BODY != 0,
+            pool: flags & EMBER_ROUTE_POOL != 0,
+        };
         s.route_to(method, pattern, endpoint).inspect_err(|_| release.disarm())
     })
 }

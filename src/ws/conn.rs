@@ -25,6 +25,8 @@ use tokio_tungstenite::WebSocketStream;
 
 /// How long a closing handshake may take before the connection is cut.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
+/// How long a failed connection's peer may go on sending before the socket is dropped.
+const LINGER: Duration = Duration::from_secs(2);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -193,13 +195,19 @@ impl WsConn {
         }));
     }
 
-    /// Takes everything queued; true if the host should now hear `on_writable`.
-    fn take_queue(&self) -> (VecDeque<Bytes>, bool) {
+    /// Takes everything queued. The bytes stay counted in `queued` until written, so
+    /// `buffered` tells the host what has not reached the socket and a writer stuck on
+    /// a slow reader holds at most the limit, not the limit twice over.
+    fn take_queue(&self) -> VecDeque<Bytes> {
+        std::mem::take(&mut self.out.lock().queue)
+    }
+
+    /// `n` bytes reached the socket; true if the host was refused and should now hear
+    /// `on_writable`.
+    fn written(&self, n: usize) -> bool {
         let mut out = self.out.lock();
-        let queue = std::mem::take(&mut out.queue);
-        out.queued = 0;
-        let writable = std::mem::take(&mut out.refused);
-        (queue, writable)
+        out.queued -= n.min(out.queued);
+        out.queued < self.limit && std::mem::take(&mut out.refused)
     }
 
     fn close_request(&self) -> Option<(u16, String)> {
@@ -218,15 +226,7 @@ pub(crate) struct WsLimits {
 
 /// The connection task: waits for the upgrade, then reads and writes until the end.
 pub(crate) async fn run(conn: Arc<WsConn>, upgrade: OnUpgrade, limits: WsLimits, mut shutdown: watch::Receiver<bool>, state: Arc<ConnState>) {
-    // A task dropped before its end (the server force-closed it) still ends the
-    // connection, so the host hears the close and the route can be released.
-    struct EndOnDrop(Arc<WsConn>);
-    impl Drop for EndOnDrop {
-        fn drop(&mut self) {
-            self.0.finish(1006, "the server closed the connection".into());
-        }
-    }
-    let _end = EndOnDrop(conn.clone());
+    let _finally = FinishOnDrop { conn: conn.clone(), stopping: shutdown.clone() };
     let io = match upgrade.await {
         Ok(io) => io,
         Err(_) => return conn.finish(1006, "the upgrade did not complete".into()),
@@ -239,13 +239,60 @@ pub(crate) async fn run(conn: Arc<WsConn>, upgrade: OnUpgrade, limits: WsLimits,
         .max_message_size(Some(limits.max_message))
         .max_frame_size(Some(limits.max_message));
     let mut ws = WebSocketStream::from_raw_socket(TokioIo::new(io), Role::Server, Some(config)).await;
-    let (code, reason) = session(&conn, &mut ws, limits, &mut shutdown, &state).await;
+    let mut failed = false;
+    let (code, reason) = session(&conn, &mut ws, limits, &mut shutdown, &state, &mut failed).await;
     conn.finish(code, reason);
+    if failed {
+        linger(ws.get_mut(), &mut shutdown).await;
+    }
+}
+
+/// A connection task dropped before it finished (stop's timeout drops the runtime, and
+/// with it every task still waiting for a closing handshake): the host still hears
+/// `on_close` exactly once, and the handle leaves the table (which lets go of the route).
+struct FinishOnDrop {
+    conn: Arc<WsConn>,
+    stopping: watch::Receiver<bool>,
+}
+
+impl Drop for FinishOnDrop {
+    fn drop(&mut self) {
+        let (code, reason) = if *self.stopping.borrow() { (1001, "server stopping") } else { (1006, "") };
+        self.conn.finish(code, reason.into());
+    }
+}
+
+/// After failing a connection (1002, 1007, 1009) while the peer may still be sending (the
+/// rest of an oversize message): dropping the socket with unread bytes makes the kernel
+/// send a reset, the peer's next write fails, and clients then never read our close frame.
+/// So: send FIN, then read and drop what still comes until the peer closes, for a while.
+async fn linger(io: &mut TokioIo<hyper::upgrade::Upgraded>, shutdown: &mut watch::Receiver<bool>) {
+    use tokio::io::AsyncReadExt;
+    let _ = io.shutdown().await;
+    let mut sink = [0u8; 4096];
+    let drain = async {
+        while let Ok(n) = io.read(&mut sink).await {
+            if n == 0 {
+                break;
+            }
+        }
+    };
+    tokio::select! {
+        _ = tokio::time::timeout(LINGER, drain) => {}
+        _ = shutdown.changed() => {}
+    }
 }
 
 type Ws = WebSocketStream<TokioIo<hyper::upgrade::Upgraded>>;
 
-async fn session(conn: &Arc<WsConn>, ws: &mut Ws, limits: WsLimits, shutdown: &mut watch::Receiver<bool>, state: &ConnState) -> (u16, String) {
+async fn session(
+    conn: &Arc<WsConn>,
+    ws: &mut Ws,
+    limits: WsLimits,
+    shutdown: &mut watch::Receiver<bool>,
+    state: &ConnState,
+    failed: &mut bool,
+) -> (u16, String) {
     let ping_every = (!limits.ping_interval.is_zero()).then_some(limits.ping_interval);
     let ping = tokio::time::sleep(ping_every.unwrap_or(Duration::from_secs(3600)));
     tokio::pin!(ping);
@@ -300,6 +347,12 @@ async fn session(conn: &Arc<WsConn>, ws: &mut Ws, limits: WsLimits, shutdown: &m
                     Some(Ok(Message::Ping(_))) => { let _ = ws.flush().await; }
                     Some(Ok(Message::Pong(_))) | Some(Ok(Message::Frame(_))) => {}
                     Some(Ok(Message::Close(frame))) => {
+                        // Messages that came before the close may still be with the host;
+                        // what it sends for them goes out before our answer to the close
+                        // (RFC 6455 §5.5.1 lets the answer wait for them).
+                        if closing.is_none() && settle(conn, ws, limits.stall, state).await.is_err() {
+                            return (1006, String::new());
+                        }
                         // tungstenite answers the close; send it before going.
                         let _ = ws.flush().await;
                         let (code, reason) = match frame {
@@ -308,7 +361,10 @@ async fn session(conn: &Arc<WsConn>, ws: &mut Ws, limits: WsLimits, shutdown: &m
                         };
                         return closing.map(|(c, r)| if code == 1005 { (c, r) } else { (code, reason.clone()) }).unwrap_or((code, reason));
                     }
-                    Some(Err(e)) => return fail(ws, e).await,
+                    Some(Err(e)) => {
+                        *failed = true;
+                        return fail(ws, e).await;
+                    }
                     None => return closing.unwrap_or((1006, String::new())),
                 }
             }
@@ -339,15 +395,35 @@ async fn send_close(ws: &mut Ws, code: u16, reason: &str) -> std::result::Result
     ws.close(Some(frame)).await
 }
 
+/// The peer sent a close: waits (at most `CLOSE_GRACE`) until the host has seen every
+/// message delivered before it, then writes what the host queued, ahead of tungstenite's
+/// pending answer to the close.
+async fn settle(conn: &Arc<WsConn>, ws: &mut Ws, stall: Duration, state: &ConnState) -> std::result::Result<(), (u16, String)> {
+    let deadline = tokio::time::Instant::now() + CLOSE_GRACE;
+    while conn.inbound.load(Ordering::Acquire) > 0 && tokio::time::Instant::now() < deadline {
+        tokio::select! {
+            _ = conn.wake.notified() => {}
+            _ = tokio::time::sleep(Duration::from_millis(5)) => {}
+        }
+    }
+    write_frames(conn, ws, stall, state, false).await
+}
+
 /// Writes every queued frame straight to the socket, after anything tungstenite has
 /// pending (pongs). A peer that takes no bytes for `stall` is cut.
 async fn write_queue(conn: &Arc<WsConn>, ws: &mut Ws, stall: Duration, state: &ConnState) -> std::result::Result<(), (u16, String)> {
-    let (queue, writable) = conn.take_queue();
+    write_frames(conn, ws, stall, state, true).await
+}
+
+/// Writes the host's queue; with `flush_first`, after what tungstenite has pending.
+async fn write_frames(conn: &Arc<WsConn>, ws: &mut Ws, stall: Duration, state: &ConnState, flush_first: bool) -> std::result::Result<(), (u16, String)> {
+    let queue = conn.take_queue();
     if queue.is_empty() {
         return Ok(());
     }
+    let total: usize = queue.iter().map(|f| f.len()).sum();
     let cut = || (1006, "the peer stopped reading".to_owned());
-    if ws.flush().await.is_err() {
+    if flush_first && ws.flush().await.is_err() {
         return Err(cut());
     }
     for frame in queue {
@@ -372,7 +448,7 @@ async fn write_queue(conn: &Arc<WsConn>, ws: &mut Ws, stall: Duration, state: &C
     if ws.get_mut().flush().await.is_err() {
         return Err(cut());
     }
-    if writable {
+    if conn.written(total) {
         if let Some(cb) = conn.route.on_writable.clone() {
             let id = conn.id;
             conn.mailbox.post(Box::new(move || cb(id)));
