@@ -4,6 +4,8 @@
 //! Prints `listening on http://127.0.0.1:PORT` as its first stdout line, then answers every
 //! request with `{"code": 1, "msg": "Hello WebAPI"}` as `application/json`, HTTP/1.1 with
 //! keep-alive and TCP_NODELAY. It stops on SIGINT/SIGTERM (default signal action).
+//! `GET /stream?n=N&size=S` streams N chunks of S bytes (chunked), each a fresh buffer as the
+//! reference apps' `/stream` writes: the ceiling of the streaming bench (`bench/ws_bench.py`).
 
 use std::convert::Infallible;
 use std::io::Write;
@@ -12,7 +14,8 @@ use std::net::SocketAddr;
 use bytes::Bytes;
 use http::header::{HeaderValue, CONTENT_TYPE};
 use http::{Request, Response};
-use http_body_util::Full;
+use http_body_util::{Either, Full, StreamBody};
+use hyper::body::Frame;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -21,11 +24,52 @@ use tokio::net::TcpListener;
 
 const BODY: &[u8] = br#"{"code": 1, "msg": "Hello WebAPI"}"#;
 
-async fn hello(_req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
-    let mut resp = Response::new(Full::new(Bytes::from_static(BODY)));
+type Body = Either<Full<Bytes>, StreamBody<futures_util::stream::Iter<Chunks>>>;
+
+/// The chunks of a `/stream` answer, made one at a time as hyper asks for them (as a
+/// streaming host writes them), never all at once.
+struct Chunks {
+    next: usize,
+    n: usize,
+    size: usize,
+}
+
+impl Iterator for Chunks {
+    type Item = Result<Frame<Bytes>, Infallible>;
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.next == self.n {
+            return None;
+        }
+        let fill = b'a' + (self.next % 26) as u8;
+        self.next += 1;
+        Some(Ok(Frame::data(Bytes::from(vec![fill; self.size]))))
+    }
+}
+
+async fn hello(req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
+    if req.uri().path() == "/stream" {
+        return Ok(stream(req.uri().query().unwrap_or("")));
+    }
+    let mut resp = Response::new(Either::Left(Full::new(Bytes::from_static(BODY))));
     resp.headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     Ok(resp)
+}
+
+fn stream(query: &str) -> Response<Body> {
+    let (mut n, mut size) = (0usize, 1usize);
+    for kv in query.split('&') {
+        match kv.split_once('=') {
+            Some(("n", v)) => n = v.parse().unwrap_or(0),
+            Some(("size", v)) => size = v.parse().unwrap_or(1),
+            _ => {}
+        }
+    }
+    let body = StreamBody::new(futures_util::stream::iter(Chunks { next: 0, n, size }));
+    let mut resp = Response::new(Either::Right(body));
+    resp.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
+    resp
 }
 
 fn arg(n: usize, default: usize) -> usize {

@@ -14,7 +14,7 @@ seconds="${EMBER_FUZZ_SECONDS:-60}"
 build_only=0
 if [ "${1:-}" = --build-only ]; then build_only=1; shift; fi
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(router abi request_head)
+[ ${#targets[@]} -gt 0 ] || targets=(router abi request_head ws_frames)
 
 fuzz/setup.sh
 mkdir -p target

@@ -12,7 +12,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 seconds="${EMBER_FUZZ_LONG_SECONDS:-1800}"
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(router abi request_head)
+[ ${#targets[@]} -gt 0 ] || targets=(router abi request_head ws_frames)
 fuzz/setup.sh || exit 1
 mkdir -p fuzz/results target
 out=fuzz/results/long-runs.md

@@ -15,6 +15,7 @@ case "$t" in
   # len_control=0: an op sequence needs length to reach deep states; no slow ramp-up.
   abi) opts+=(-max_len=2048 -len_control=0 -detect_leaks=0) ;;
   request_head) opts+=(-max_len=16384 -detect_leaks=0 -dict=fuzz/dict/http.dict) ;;
+  ws_frames) opts+=(-max_len=8192 -detect_leaks=0) ;;
 esac
 seeds=()
 [ -d "fuzz/seeds/$t" ] && seeds=("fuzz/seeds/$t")

@@ -101,7 +101,8 @@ pub(crate) async fn accept_loop(
                 let _ = stream.set_nodelay(true);
                 let (run, shutdown) = (run.clone(), shutdown.clone());
                 run.counters.total_connections.fetch_add(1, Relaxed);
-                run.counters.active_connections.fetch_add(1, Relaxed);
+                let open = run.counters.active_connections.fetch_add(1, Relaxed) + 1;
+                run.counters.peak_connections.fetch_max(open, Relaxed);
                 tokio::spawn(async move {
                     let open = Box::new(OpenConnection(run.counters.clone(), permit));
                     conn::serve(stream, remote, proxy_protocol, run, shutdown, open).await;

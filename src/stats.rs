@@ -39,6 +39,9 @@ pub(crate) struct Counters {
     /// 1xx..5xx, then 600-999.
     pub by_class: [AtomicU64; 6],
     pub active_connections: AtomicU64,
+    /// The most connections open at once since the memory trimmer last looked (it
+    /// resets it): a crowd that came and went between two looks is still seen.
+    pub peak_connections: AtomicU64,
     pub total_connections: AtomicU64,
     pub active_requests: AtomicU64,
     pub bytes_read: AtomicU64,

@@ -22,7 +22,7 @@ pub(crate) async fn watch(counters: Arc<Counters>, mut shutdown: tokio::sync::wa
             _ = shutdown.changed() => return,
         }
         let now = counters.active_connections.load(Relaxed);
-        peak = peak.max(now);
+        peak = peak.max(counters.peak_connections.swap(now, Relaxed)).max(now);
         if peak - now >= LEFT_AT_LEAST && now <= peak / 2 {
             peak = now;
             let _ = tokio::task::spawn_blocking(trim).await;

@@ -243,7 +243,9 @@ pub(crate) async fn run(conn: Arc<WsConn>, upgrade: OnUpgrade, limits: WsLimits,
     let (code, reason) = session(&conn, &mut ws, limits, &mut shutdown, &state, &mut failed).await;
     conn.finish(code, reason);
     if failed {
-        linger(ws.get_mut(), &mut shutdown).await;
+        // Boxed: the task of every connection is as large as its largest await, and
+        // this rare one would add its buffer to each of 10,000 idle connections.
+        Box::pin(linger(ws.get_mut(), &mut shutdown)).await;
     }
 }
 
@@ -269,7 +271,7 @@ impl Drop for FinishOnDrop {
 async fn linger(io: &mut TokioIo<hyper::upgrade::Upgraded>, shutdown: &mut watch::Receiver<bool>) {
     use tokio::io::AsyncReadExt;
     let _ = io.shutdown().await;
-    let mut sink = [0u8; 4096];
+    let mut sink = vec![0u8; 4096];
     let drain = async {
         while let Ok(n) = io.read(&mut sink).await {
             if n == 0 {
