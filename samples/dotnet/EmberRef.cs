@@ -1,7 +1,7 @@
 // The Ember reference app for .NET (contract: tests/REFERENCE_APP.md). This file: setup and the
 // request/response routes; the streaming and WebSocket routes are in EmberRefStreaming.cs.
 // Usage: mono EmberRef.exe [port]   (default 8080; 0 picks a free port and prints it)
-// Env: EMBER_DISPATCH=inline|pool (default pool), EMBER_WORKERS=N (default 0 = cores).
+// Env: EMBER_DISPATCH=inline|pool|auto (default pool), EMBER_WORKERS=N (default 0 = cores).
 // Stops gracefully on SIGTERM / SIGINT (Ctrl+C) with exit code 0.
 using System;
 using System.Collections.Generic;
@@ -35,13 +35,18 @@ static partial class EmberRef
             MaxHeaderBytes = 16384,
             MaxHeaders = 100,
             MaxStreamBodyBytes = 4294967296,
+            // /ws echo: a client that reads its echoes late may have this much waiting for a
+            // send that awaits room before the session closes it with 1008 (the contract asks
+            // for at least 4 MiB).
+            WebSocketReceiveQueueBytes = 4 << 20,
             LogLevel = EmberLogLevel.Info,
         };
         string dispatch = Environment.GetEnvironmentVariable("EMBER_DISPATCH");
         if (dispatch == "inline") options.Dispatch = EmberDispatch.Inline;
+        else if (dispatch == "auto") options.Dispatch = EmberDispatch.Auto;
         else if (dispatch != null && dispatch != "pool")
         {
-            Console.Error.WriteLine("EMBER_DISPATCH must be inline or pool");
+            Console.Error.WriteLine("EMBER_DISPATCH must be inline, pool or auto");
             return 2;
         }
         string workers = Environment.GetEnvironmentVariable("EMBER_WORKERS");

@@ -17,11 +17,11 @@ static partial class EmberRef
     static void MapStreaming(EmberServer server)
     {
         // Three events 100 ms apart through the SSE helper; a reconnecting client's
-        // Last-Event-ID continues after the event it saw (an id that is not ours starts over).
+        // Last-Event-ID continues after the event it saw (a number past the end ends the
+        // stream at once; an id that is not a number starts over).
         server.MapGet("/sse", async ctx =>
         {
-            int last;
-            if (!TryParse(ctx.Request.GetHeader("last-event-id"), 3, out last)) last = 0;
+            int last = LastEventId(ctx.Request.GetHeader("last-event-id"));
             using (var sse = new EmberEventStream(ctx, TimeSpan.FromSeconds(15), retryMs: 1000))
             {
                 for (int n = last + 1; n <= 3; n++)
@@ -94,6 +94,16 @@ static partial class EmberRef
             while (!(m = await ws.ReceiveAsync().ConfigureAwait(false)).IsClose)
                 ws.Server.Broadcast("/ws/chat", new ArraySegment<byte>(m.Data), m.Type);
         });
+    }
+
+    /// <summary>How many of the three events a reconnecting client saw: its decimal
+    /// Last-Event-ID, at most 3 (any larger number too); 0 without one or for anything else.</summary>
+    static int LastEventId(string s)
+    {
+        if (string.IsNullOrEmpty(s)) return 0;
+        foreach (char c in s) if (c < '0' || c > '9') return 0;
+        int v;
+        return TryParse(s, 3, out v) ? v : 3;   // digits only, so a failure means past 3
     }
 
     static string Hex(byte[] b)

@@ -141,6 +141,47 @@ namespace EmberTests
         }
 
         [Test]
+        public static void Under_auto_dispatch_a_blocking_flush_to_a_slow_client_gets_a_pool_thread()
+        {
+            // Two I/O threads, so auto dispatch would run the request on its own I/O thread,
+            // where a blocking Write that must wait is refused. The adapter's routes carry
+            // EMBER_ROUTE_POOL: the app blocks on a pool thread and the answer arrives whole.
+            const int pieces = 128, size = 64 * 1024;   // 8 MiB
+            Exception failed = null;
+            AppFunc app = env =>
+            {
+                var body = (Stream)env["owin.ResponseBody"];
+                try
+                {
+                    for (int i = 0; i < pieces; i++)
+                    {
+                        var b = new byte[size];
+                        b[0] = (byte)i;
+                        body.Write(b, 0, size);
+                        body.Flush();
+                    }
+                }
+                catch (Exception ex) { failed = ex; throw; }
+                return Task.FromResult(0);
+            };
+            var options = new EmberOptions { Dispatch = EmberDispatch.Auto, Workers = 2 };
+            using (var server = new EmberOwinServer(app, options))
+            {
+                int port = server.Start(0);
+                using (var c = new RawClient(port, receiveBuffer: 65536, timeoutMs: 20000))
+                {
+                    c.Get("/");
+                    Assert.Equal(200, c.ReadHead(), "head");
+                    Thread.Sleep(500);   // let the queue fill: the app has to wait
+                    byte[] all = c.ReadBody();
+                    Assert.True(failed == null, "the app's blocking write failed: " + failed);
+                    Assert.Equal(pieces * size, all.Length, "length");
+                    for (int i = 0; i < pieces; i++) Assert.Equal((byte)i, all[i * size], "piece " + i);
+                }
+            }
+        }
+
+        [Test]
         public static void An_app_that_throws_after_a_flush_cuts_the_answer()
         {
             AppFunc app = async env =>

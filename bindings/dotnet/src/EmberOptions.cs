@@ -11,6 +11,12 @@ namespace Ember
         Inline = 0,
         /// <summary>On a bounded pool of long-lived engine threads (default): blocking is safe.</summary>
         Pool = 1,
+        /// <summary>On the I/O thread while another I/O thread stays free, else on the pool: a
+        /// blocked handler holds only its own I/O thread, fast ones pay no hand-off. Blocking on
+        /// the handler's own streamed answer or body (Write / Read that must wait) throws there
+        /// as under Inline; use the async calls. The System.Web and OWIN adapters always get a
+        /// pool thread (EMBER_ROUTE_POOL), streamed-body routes too.</summary>
+        Auto = 2,
     }
 
     /// <summary>Log levels (the engine's numbers).</summary>

@@ -91,7 +91,7 @@ namespace Ember
             int rc = TryRead(buffer, offset, count, ms, out n);
             if (rc == NativeMethods.EMBER_ERR_STATE)
                 throw new InvalidOperationException(
-                    "a blocking Read on an engine I/O thread (Inline dispatch) would stall the server: use ReadAsync, or Pool dispatch.");
+                    "a blocking Read on an engine I/O thread (Inline dispatch, or Auto running the handler there) would stall the server: use ReadAsync, or Pool dispatch.");
             if (rc == NativeMethods.EMBER_ERR_WOULD_BLOCK)
                 throw new EmberStreamException(EmberResult.TimedOut, "no request body bytes for " + _readTimeout + " ms (ReadTimeout)");
             if (rc != NativeMethods.EMBER_OK) throw Failure(rc);

@@ -79,7 +79,7 @@ namespace Ember
                     int w = NativeMethods.ember_response_wait_writable(_req, ms);
                     if (w == NativeMethods.EMBER_ERR_STATE)
                         throw new InvalidOperationException(
-                            "Write found the queue full on an engine I/O thread (Inline dispatch), where blocking would stall the server: use WriteAsync, or Pool dispatch.");
+                            "Write found the queue full on an engine I/O thread (Inline dispatch, or Auto running the handler there), where blocking would stall the server: use WriteAsync, or Pool dispatch.");
                     if (w == NativeMethods.EMBER_ERR_WOULD_BLOCK)
                         throw new EmberStreamException(EmberResult.TimedOut, "the client took nothing for " + _writeTimeout + " ms (WriteTimeout)");
                     if (w != NativeMethods.EMBER_OK) throw Failure(w);

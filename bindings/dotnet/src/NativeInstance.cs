@@ -81,9 +81,16 @@ namespace Ember
                 var handlers = WsHandlers();
                 rc = NativeMethods.ember_server_websocket(Handle, Utf8.Z(r.Pattern), ref handlers, new IntPtr(i), ReleaseThunk);
             }
-            else if (r.StreamBody)
+            else if (r.StreamBody || r.Raw != null)
+            {
+                // Adapters (System.Web, OWIN) may block on their own streamed answer (a flush
+                // waits for room the connection's I/O thread must make): under Auto dispatch
+                // they always get a pool thread.
+                uint flags = (r.StreamBody ? NativeMethods.EMBER_ROUTE_STREAM_BODY : 0u)
+                    | (r.Raw != null ? NativeMethods.EMBER_ROUTE_POOL : 0u);
                 rc = NativeMethods.ember_server_route_flags(Handle, Utf8.Z(r.Method), Utf8.Z(r.Pattern),
-                    NativeMethods.EMBER_ROUTE_STREAM_BODY, HandlerThunk, new IntPtr(i), ReleaseThunk);
+                    flags, HandlerThunk, new IntPtr(i), ReleaseThunk);
+            }
             else
                 rc = NativeMethods.ember_server_route(Handle, Utf8.Z(r.Method), Utf8.Z(r.Pattern),
                     HandlerThunk, new IntPtr(i), ReleaseThunk);

@@ -119,6 +119,7 @@ namespace Ember.Interop
         internal const int EMBER_OK = 0;
         internal const int EMBER_DISPATCH_INLINE = 0;
         internal const int EMBER_DISPATCH_POOL = 1;
+        internal const int EMBER_DISPATCH_AUTO = 2;
         internal const int EMBER_LIMIT_MAX_HEADER_BYTES = 1;
         internal const int EMBER_LIMIT_MAX_HEADERS = 2;
         internal const int EMBER_LIMIT_MAX_BODY_BYTES = 3;
@@ -134,6 +135,7 @@ namespace Ember.Interop
         internal const int EMBER_LIMIT_WS_MAX_CONNECTIONS = 16;
         internal const int EMBER_LIMIT_MAX_STREAM_BODY_BYTES = 17;
         internal const uint EMBER_ROUTE_STREAM_BODY = 1;
+        internal const uint EMBER_ROUTE_POOL = 2;
         internal const uint EMBER_REQUEST_BODY_STREAMED = 1;
         internal const uint EMBER_REQUEST_WEBSOCKET = 2;
         internal const int EMBER_EVENT_WRITABLE = 1;
