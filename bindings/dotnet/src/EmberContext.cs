@@ -191,7 +191,9 @@ namespace Ember
                 case EmberResult.ClientGone:
                 case EmberResult.AlreadyAnswered:
                 case EmberResult.InvalidHandle:
-                    // The engine answered already (handler timeout / stop) or the client left.
+                case EmberResult.TooLarge:
+                    // The engine answered already (handler timeout / stop, 413 / 408 / 400 for a
+                    // streamed body) or the client left.
                     _server.RaiseLog(EmberLogLevel.Debug, "answer not sent: " + Native.ResultName(rc), null);
                     return result;
             }

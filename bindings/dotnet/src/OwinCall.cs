@@ -217,7 +217,8 @@ namespace Ember
         internal Exception ResponseEnded(int rc)
         {
             var result = (EmberResult)rc;
-            if (result == EmberResult.ClientGone || result == EmberResult.TimedOut || result == EmberResult.InvalidHandle)
+            if (result == EmberResult.ClientGone || result == EmberResult.TimedOut || result == EmberResult.InvalidHandle
+                || result == EmberResult.TooLarge)
             {
                 MarkEndedByEngine();
                 return new EmberStreamException(result == EmberResult.InvalidHandle ? EmberResult.ClientGone : result,
