@@ -109,7 +109,9 @@ namespace Ember
 
         /// <summary>
         /// Maps a WebSocket endpoint (GET upgrades on HTTP/1.1; a plain GET there gets 426). Each
-        /// accepted connection runs <paramref name="session"/> on the thread pool; when its Task
+        /// accepted connection runs <paramref name="session"/>, started on the engine's thread
+        /// that accepted it and resumed after ReceiveAsync on the thread that delivered the
+        /// message (like a handler: under Inline dispatch it must not block); when its Task
         /// ends the connection is closed (1000, or 1011 if it threw).
         /// </summary>
         public EmberServer MapWebSocket(string pattern, Func<EmberWebSocket, Task> session)

@@ -255,7 +255,11 @@ namespace Ember
                 }
                 if (_state == (int)EmberWebSocketState.Closed) return Task.FromResult(EmberWebSocketMessage.Closed);
                 if (cancellationToken.IsCancellationRequested) return CanceledMessage(cancellationToken);
-                tcs = new TaskCompletionSource<EmberWebSocketMessage>(TaskCreationOptions.RunContinuationsAsynchronously);
+                // No RunContinuationsAsynchronously: the session's code after this await runs
+                // inside the engine's on_message, so what it sends for the message is queued
+                // before the engine answers a close that came right behind it (the engine
+                // holds its close reply until on_message returned).
+                tcs = new TaskCompletionSource<EmberWebSocketMessage>();
                 _receiver = tcs;
             }
             if (cancellationToken.CanBeCanceled)

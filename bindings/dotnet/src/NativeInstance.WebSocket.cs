@@ -98,10 +98,21 @@ namespace Ember
                     }
                     return;
                 }
-                // The session runs on the thread pool: it may block before its first await, and
-                // this connection's messages are delivered only once this callback returns.
+                // The session starts here, on the engine's thread, up to its first await (like a
+                // handler; its messages are delivered once this callback returns): a session
+                // started on the thread pool could still be starting when a message and a
+                // close arrive, and the engine would answer the close before the echo.
                 Func<EmberWebSocket, Task> session = route.WebSocket.Session;
-                Task.Run(() => session(socket)).ContinueWith(s_sessionDone, socket, CancellationToken.None,
+                Task run;
+                try { run = session(socket) ?? s_noSession; }
+                catch (ThreadAbortException) { throw; }
+                catch (Exception ex)
+                {
+                    var failed = new TaskCompletionSource<bool>();
+                    failed.SetException(ex);
+                    run = failed.Task;
+                }
+                run.ContinueWith(s_sessionDone, socket, CancellationToken.None,
                     TaskContinuationOptions.ExecuteSynchronously, TaskScheduler.Default);
             }
             catch (ThreadAbortException)
@@ -128,6 +139,8 @@ namespace Ember
         {
             try { return r.Path; } catch { return null; }
         }
+
+        static readonly Task s_noSession = Task.FromResult(0);
 
         static readonly Action<Task, object> s_sessionDone = (t, state) =>
         {
