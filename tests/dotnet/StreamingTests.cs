@@ -221,10 +221,18 @@ namespace EmberTests
                 using (var c = new RawClient(port))
                 {
                     c.Get("/broken");
-                    Assert.Equal(200, c.ReadHead(), "head went out");
-                    var got = new MemoryStream();
-                    Assert.True(c.ReadUntilCut(got), "no last chunk: the answer is visibly cut");
-                    Assert.True(got.Length == 0 || got.Length == 3, "at most what was written: " + got.Length);
+                    // A cut drops what is still queued, possibly the head too: then the client
+                    // sees the connection close with no answer, never a clean end.
+                    int status = 0;
+                    try { status = c.ReadHead(); }
+                    catch (IOException) { }
+                    if (status != 0)
+                    {
+                        Assert.Equal(200, status, "head went out");
+                        var got = new MemoryStream();
+                        Assert.True(c.ReadUntilCut(got), "no last chunk: the answer is visibly cut");
+                        Assert.True(got.Length == 0 || got.Length == 3, "at most what was written: " + got.Length);
+                    }
                 }
                 Assert.True(Wait.Until(() => Volatile.Read(ref errors) == 1), "Error raised once");
                 Assert.Equal("ok", Http.Get(port, "/nope").Status == 404 ? "ok" : "no", "server goes on");
