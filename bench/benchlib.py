@@ -291,10 +291,13 @@ class Server:
 
 # ---------------------------------------------------------------- answer and keep-alive check
 
-def verify(port: int, path: str = "/", timeout: float = 5.0, keep_alive: bool = True) -> dict:
-    """Two GETs on one connection: both 200, application/json, the exact body, connection kept.
-    ``keep_alive=False`` (servers that close after every answer, e.g. gunicorn's sync workers):
-    two GETs, each on its own connection."""
+def verify(port: int, path: str = "/", timeout: float = 5.0, keep_alive: bool = True,
+           body: bytes | None = None, ctype: str = "application/json") -> dict:
+    """Two GETs on one connection: both 200, ``ctype``, the exact ``body`` (default: the hello
+    body), connection kept. ``keep_alive=False`` (servers that close after every answer, e.g.
+    gunicorn's sync workers): two GETs, each on its own connection."""
+    expected_body = EXPECTED_BODY if body is None else body
+    want_type = ctype
     if not keep_alive:
         seen = []
         for i in range(2):
@@ -304,7 +307,7 @@ def verify(port: int, path: str = "/", timeout: float = 5.0, keep_alive: bool = 
                 r = conn.getresponse()
                 body = r.read()
                 ctype = r.getheader("Content-Type", "")
-                if r.status != 200 or body != EXPECTED_BODY or ctype.split(";")[0].strip().lower() != "application/json":
+                if r.status != 200 or body != expected_body or ctype.split(";")[0].strip().lower() != want_type:
                     raise BenchError(f"GET {path}: status {r.status}, Content-Type {ctype!r}, body {body[:200]!r}")
                 seen.append({k.lower(): v for k, v in r.getheaders()})
             finally:
@@ -321,10 +324,11 @@ def verify(port: int, path: str = "/", timeout: float = 5.0, keep_alive: bool = 
             ctype = r.getheader("Content-Type", "")
             if r.status != 200:
                 raise BenchError(f"GET {path}: status {r.status}, body {body[:200]!r}")
-            if body != EXPECTED_BODY:
-                raise BenchError(f"GET {path}: body {body[:200]!r}, expected {EXPECTED_BODY!r}")
-            if ctype.split(";")[0].strip().lower() != "application/json":
-                raise BenchError(f"GET {path}: Content-Type {ctype!r}, expected application/json")
+            if body != expected_body:
+                raise BenchError(f"GET {path}: body {body[:200]!r} ({len(body)} bytes), expected "
+                                 f"{expected_body[:200]!r} ({len(expected_body)} bytes)")
+            if ctype.split(";")[0].strip().lower() != want_type:
+                raise BenchError(f"GET {path}: Content-Type {ctype!r}, expected {want_type}")
             if r.will_close:
                 raise BenchError(f"GET {path}: request {i + 1} answered with the connection closing "
                                  f"(Connection: {r.getheader('Connection')!r}); keep-alive is required")

@@ -27,6 +27,7 @@ from pathlib import Path
 from benchlib import (BENCH, CLK_TCK, ROOT, BenchError, Sampler, Server, cpu_busy_pct, cpu_times, free_port,
                       loadavg, log, others_cpu_seconds, others_snapshot, rss_kb, run_hey, run_wrk, tool_version, tree_pids, verify)
 from ladder import DEFAULT_LEVELS, format_report, parse_levels, run_ladder
+import front_targets
 
 VENV = BENCH / ".venv"
 BUILD = BENCH / "build"
@@ -40,7 +41,8 @@ NCPU = os.cpu_count() or 1
 
 class Target:
     def __init__(self, name, label, group, needs, argv, env=None, cwd=None, fixed_port=False,
-                 quick=False, ready_timeout=30.0, stop_timeout=8.0, prepare=None, path="/", keep_alive=True):
+                 quick=False, ready_timeout=30.0, stop_timeout=8.0, prepare=None, path="/", keep_alive=True,
+                 expect=None, ctype="application/json", hey=True):
         self.name, self.label, self.group, self.needs = name, label, group, needs
         self.path = path  # what wrk, hey and the ladder request (answers the hello body)
         self.argv, self.env, self.cwd = argv, env or (lambda w: {}), cwd
@@ -48,6 +50,13 @@ class Target:
         self.ready_timeout, self.stop_timeout = ready_timeout, stop_timeout
         self.prepare = prepare  # (port, workdir) -> None: writes config files
         self.keep_alive = keep_alive  # False: the server closes after every answer (gunicorn sync)
+        # The answer the checks want (bytes, or a file to read them from; None: the hello body),
+        # its Content-Type, and whether the seeds' hey commands run (not for 10 MiB files).
+        self.expect, self.ctype, self.hey = expect, ctype, hey
+
+    def check(self, port, timeout=5.0):
+        body = self.expect.read_bytes() if isinstance(self.expect, Path) else self.expect
+        return verify(port, self.path, timeout=timeout, keep_alive=self.keep_alive, body=body, ctype=self.ctype)
 
 
 def _py() -> str:
@@ -175,6 +184,7 @@ def all_targets() -> list[Target]:
                     lambda p, w, d: ["mono", str(d / "site" / "bin" / "HttpListenerAspNet.exe"), str(d / "site"), str(p)],
                     fixed_port=True, quick=True, ready_timeout=120.0, prepare=_aspnet_listener_prepare,
                     path="/Hello.ashx"))
+    T.extend(front_targets.targets(Target, _ember_env, _py))
     return T
 
 
@@ -401,7 +411,7 @@ def measure_target(t: Target, mode: str, plan: Plan, rawdir: Path) -> dict:
         url = f"http://127.0.0.1:{srv.port}{t.path}"
         res["url"] = url
         # the first request may compile the application (ASP.NET targets)
-        v = verify(srv.port, t.path, timeout=max(5.0, t.ready_timeout), keep_alive=t.keep_alive)
+        v = t.check(srv.port, timeout=max(5.0, t.ready_timeout))
         res["verify"] = v
         time.sleep(0.5)
         srv.remember_tree()
@@ -424,14 +434,14 @@ def measure_target(t: Target, mode: str, plan: Plan, rawdir: Path) -> dict:
                 if not srv.alive():
                     raise BenchError(f"server died during wrk c={c}: {srv.stderr_tail()}")
             res["hey"] = {}
-            if plan.hey_z:
+            if plan.hey_z and t.hey:
                 c0 = sampler.cpu()
                 r = run_hey(url, ["-c", str(plan.hey_z_c), "-z", f"{plan.hey_z:g}s"], load_cpu, plan.hey_z + 60)
                 r["cpu_s"] = sampler.cpu() - c0
                 res["hey"]["z"] = r
                 log(f"[{mode}] {t.name}: hey -c {plan.hey_z_c} -z {plan.hey_z:g}s: {r['rps']:.0f} req/s, "
                     f"p99 {r['latency_us'].get('p99', 0) / 1000:.3f} ms, fail {r['fail']}")
-            if plan.hey_n:
+            if plan.hey_n and t.hey:
                 c0 = sampler.cpu()
                 r = run_hey(url, ["-n", str(plan.hey_n), "-c", str(plan.hey_n_c)], load_cpu, 180)
                 r["cpu_s"] = sampler.cpu() - c0
@@ -443,7 +453,7 @@ def measure_target(t: Target, mode: str, plan: Plan, rawdir: Path) -> dict:
             sampler.stop()
             sampler.join(timeout=2)
         res["rss_peak_kb"] = max(sampler.peak_kb, res["rss_idle_kb"])
-        res["verify_after"] = verify(srv.port, t.path, keep_alive=t.keep_alive)
+        res["verify_after"] = t.check(srv.port)
         res["status"] = "ok"
     except (BenchError, OSError, subprocess.SubprocessError, ValueError, KeyError) as e:
         res["error"] = f"{type(e).__name__}: {e}"
@@ -648,7 +658,7 @@ HEAD_TO_HEAD = [
     ("Ember WSGI vs granian WSGI, Flask", "ember-wsgi-flask", "granian-wsgi-flask"),
     ("Ember .NET inline vs HttpListener", "ember-net-inline", "httplistener"),
     ("Ember .NET pool vs HttpListener", "ember-net-pool", "httplistener"),
-]
+] + front_targets.HEAD_TO_HEAD
 
 
 def head_to_head(R: dict) -> list[str]:
@@ -692,7 +702,8 @@ def write_chart(R: dict, path: Path) -> str | None:
     palette = plt.get_cmap("tab20").colors
     for ax, mode in zip(axes[0], modes):
         for name, r in R["runs"][mode].items():
-            if r.get("status") != "ok":
+            # Static files are another answer than the hello: their own table rows only.
+            if r.get("status") != "ok" or r.get("group") == "static":
                 continue
             xs = sorted(int(c) for c in r["wrk"])
             ys = [r["wrk"][str(c)]["rps"] for c in xs]
@@ -954,7 +965,7 @@ def ladder_for(t: Target, levels, warm, dur, rawdir: Path, out: Path, plan: Plan
             t.prepare(port, workdir)
         srv = Server(f"ladder-{t.name}", t.argv(port, 1, workdir), t.env(1), t.cwd, rawdir, port, "0",
                      t.ready_timeout, t.stop_timeout)
-        verify(srv.port, t.path, timeout=max(5.0, t.ready_timeout), keep_alive=t.keep_alive)
+        t.check(srv.port, timeout=max(5.0, t.ready_timeout))
         log(f"ladder {t.name}: levels {levels}, {dur:g} s each")
         lad = run_ladder(f"http://127.0.0.1:{srv.port}{t.path}", levels, warm, dur, pin="1", threads=1,
                          server_pid=srv.pid, noise_limit=plan.noise_limit, noise_retries=plan.noise_retries)

@@ -225,6 +225,50 @@
 #define EMBER_WAIT_FOREVER UINT32_MAX
 
 /**
+ * `ember_server_cors` flag: credentials (cookies, HTTP authentication) are allowed:
+ * `Access-Control-Allow-Credentials: true`, and the origin is named instead of "*".
+ */
+#define EMBER_CORS_CREDENTIALS 1
+
+/**
+ * `ember_server_static` flag: a request for a folder ("/static/docs/") gets its
+ * `index.html`; one without the final '/' is redirected (301) to it.
+ */
+#define EMBER_STATIC_INDEX 1
+
+/**
+ * `ember_server_static` flag: `name.br` / `name.gz` beside a file of a compressible type
+ * are sent instead of it to clients that accept that encoding.
+ */
+#define EMBER_STATIC_PRECOMPRESSED 2
+
+/**
+ * `ember_server_static` flag: a path under the mount that names no file gets the
+ * mount's `index.html` with 200 (single-page applications that route in the browser).
+ */
+#define EMBER_STATIC_SPA 4
+
+/**
+ * `ember_server_static` flag: names starting with '.' are served (404 by default).
+ */
+#define EMBER_STATIC_DOTFILES 8
+
+/**
+ * The recommended flags: `EMBER_STATIC_INDEX | EMBER_STATIC_PRECOMPRESSED`.
+ */
+#define EMBER_STATIC_DEFAULT (EMBER_STATIC_INDEX | EMBER_STATIC_PRECOMPRESSED)
+
+/**
+ * `ember_server_set_compression`: gzip.
+ */
+#define EMBER_COMPRESS_GZIP 1
+
+/**
+ * `ember_server_set_compression`: brotli (`br`).
+ */
+#define EMBER_COMPRESS_BR 2
+
+/**
  * `ember_request_info.flags`: the body is read with `ember_request_read`.
  */
 #define FLAG_BODY_STREAMED 1
@@ -245,6 +289,48 @@ typedef struct ember_server ember_server;
  * The message of the last error on this thread: `ember_last_error()`.
  */
 typedef int32_t ember_result;
+
+/**
+ * The counters (C layout: `ember_cache_stats`). Fields are only ever appended.
+ */
+typedef struct ember_cache_stats {
+  /**
+   * `sizeof(ember_cache_stats)` of the library that filled it.
+   */
+  size_t size;
+  /**
+   * Requests answered from the cache.
+   */
+  uint64_t hits;
+  /**
+   * Cacheable requests (GET/HEAD without Authorization) that found nothing.
+   */
+  uint64_t misses;
+  /**
+   * Answers stored.
+   */
+  uint64_t stores;
+  /**
+   * Entries dropped to stay under the memory cap.
+   */
+  uint64_t evictions;
+  /**
+   * Entries dropped because their time was up.
+   */
+  uint64_t expirations;
+  /**
+   * Entries removed by purges.
+   */
+  uint64_t purged;
+  /**
+   * Entries held now.
+   */
+  uint64_t entries;
+  /**
+   * Bytes held now (bodies, headers, compressed copies and a fixed overhead per entry).
+   */
+  uint64_t bytes;
+} ember_cache_stats;
 
 /**
  * A request handle: a generation-checked token (never 0), not a pointer. Using a handle
@@ -571,6 +657,48 @@ extern "C" {
 #endif // __cplusplus
 
 /**
+ * Turns the output cache on with a memory cap of `max_bytes` (0 = off, the default).
+ *
+ * An answer whose headers include `Ember-Cache: N` (N seconds, 1 to 31536000) is kept
+ * for N seconds; the engine removes that header, so it never reaches a client. Later
+ * GET and HEAD requests with the same path and query (and the same values of the
+ * headers the answer's `Vary` names, and of the key headers) are answered from memory,
+ * without calling the host, with an `Age` header. Never kept: answers with
+ * `Set-Cookie`, `Cache-Control: private`, `no-store` or `no-cache`, `Vary: *`, streamed
+ * answers, statuses other than 200, 203, 204, 300, 301, 308, 404, 405, 410, 414 and 501,
+ * and answers larger than a quarter of the cap. Requests with `Authorization` or a body
+ * always reach the host. Compressed copies are made on demand and kept with the entry.
+ * Past the cap the coldest entries are dropped. Before start only.
+ */
+ember_result ember_server_set_cache(struct ember_server *server, uint64_t max_bytes);
+
+/**
+ * Makes request header `name` part of every cache key ("Accept-Language", "X-Tenant"),
+ * as if every cached answer named it in `Vary`. Before start only. Copied.
+ */
+ember_result ember_server_cache_key_header(struct ember_server *server, const char *name);
+
+/**
+ * Drops every cached answer whose path + query starts with `prefix` ("/products/" ;
+ * "" drops all). `*out_count` (NULL is fine) receives how many went. Any thread, also
+ * from a handler. On a server that is not running nothing is cached: 0.
+ * `EMBER_ERR_STATE` when the cache is off.
+ */
+ember_result ember_server_cache_purge(struct ember_server *server,
+                                      const char *prefix,
+                                      uint64_t *out_count);
+
+/**
+ * Copies the cache's counters into `*out_stats` (zeros on a server that is not
+ * running). `stats_size` is `sizeof(ember_cache_stats)` as the caller knows it: at most
+ * that many bytes are written; `out_stats->size` tells how many the library filled.
+ * `EMBER_ERR_STATE` when the cache is off. Any thread.
+ */
+ember_result ember_server_cache_stats(const struct ember_server *server,
+                                      struct ember_cache_stats *out_stats,
+                                      size_t stats_size);
+
+/**
  * The message of the last error on this thread; never NULL ("" if none yet).
  *
  * Ownership: the library owns the string. It stays valid until the next failing
@@ -605,6 +733,63 @@ const char *ember_version(void);
  * `EMBER_ABI_VERSION` of the loaded library: compare with the header's to detect a mismatch.
  */
 uint32_t ember_abi_version(void);
+
+/**
+ * A CORS policy for the paths under `prefix` ("/api" covers "/api" and "/api/…"; the
+ * longest matching prefix wins; a second policy for the same prefix replaces the first).
+ *
+ * - `origins`: "*" or a comma-separated list ("https://app.example, http://localhost:3000").
+ * - `methods`: comma-separated ("GET, POST, PUT"); NULL = "GET, HEAD, POST".
+ * - `headers`: request headers a page may send ("Content-Type, X-Token"); NULL or "*" =
+ *   whatever the preflight asks for.
+ * - `expose`: response headers a page may read (`Access-Control-Expose-Headers`); NULL = none.
+ * - `max_age`: seconds a browser may reuse a preflight's answer (0 = no header).
+ * - `flags`: `EMBER_CORS_CREDENTIALS` or 0.
+ *
+ * A preflight (OPTIONS with `Origin` and `Access-Control-Request-Method`) is answered by
+ * the engine: 204 with the `Access-Control-Allow-*` headers, or 403 when the origin,
+ * method or a header is not allowed. The host is not called. Other answers (the host's,
+ * static files, cache hits) to an allowed origin get `Access-Control-Allow-Origin`
+ * (and `-Credentials`, `-Expose-Headers`); answers that depend on the origin carry
+ * `Vary: Origin`. A malformed argument is `EMBER_ERR_INVALID_ARG`. Before start only.
+ */
+ember_result ember_server_cors(struct ember_server *server,
+                               const char *prefix,
+                               const char *origins,
+                               const char *methods,
+                               const char *headers,
+                               const char *expose,
+                               uint32_t max_age,
+                               uint32_t flags);
+
+/**
+ * Adds a client address rule: `rule` is an address ("10.1.2.3", "::1") or a CIDR network
+ * ("10.0.0.0/8", "fd00::/8"); `allow` true puts it on the allow list, false on the deny
+ * list. A client on the deny list, or missing from a non-empty allow list, gets 403
+ * (IPv4 clients on an IPv6 socket match IPv4 rules). The address is the TCP peer's.
+ */
+ember_result ember_server_filter_ip(struct ember_server *server, const char *rule, bool allow);
+
+/**
+ * Serves only the methods in `methods` (comma-separated: "GET, HEAD, POST, OPTIONS");
+ * any other gets 405 with `Allow` listing these, before routing. Replaces an earlier list.
+ */
+ember_result ember_server_filter_methods(struct ember_server *server, const char *methods);
+
+/**
+ * Denies the paths matching `pattern` with 404: `*` matches any run of characters ('/'
+ * included), `?` one character; the whole path must match, without regard to ASCII
+ * case, after percent-decoding and resolving "." and ".." segments. Examples: "*.bak"
+ * (any path ending in .bak), "/admin/" followed by "*" (everything under /admin), "*" +
+ * "/.git/" + "*" (a .git folder anywhere). May be called several times.
+ */
+ember_result ember_server_filter_path(struct ember_server *server, const char *pattern);
+
+/**
+ * Requests whose target (path and query as sent) is longer than `max_bytes` get 414
+ * (0 = no limit, the default; the head size limit still applies, 431).
+ */
+ember_result ember_server_filter_max_url(struct ember_server *server, uint64_t max_bytes);
 
 /**
  * Copies the request's info struct (the same one the handler received) into
@@ -840,6 +1025,69 @@ ember_result ember_server_wait(struct ember_server *server, uint32_t timeout_ms)
 ember_result ember_server_stats(const struct ember_server *server,
                                 struct ember_stats *out_stats,
                                 size_t stats_size);
+
+/**
+ * Serves the files under `folder` at the URL prefix `prefix` ("/static": `/static/a.css`
+ * is `folder/a.css`; "/" serves the folder at the root). Several mounts may exist; the
+ * longest matching prefix wins, and mounts are looked at before routes.
+ *
+ * - GET and HEAD (others: 405 with `Allow: GET, HEAD`). Types from the file name's
+ *   extension (text with `charset=utf-8`). `ETag` and `Last-Modified` with 304
+ *   (`If-None-Match`, `If-Modified-Since`) and 412 (`If-Match`, `If-Unmodified-Since`).
+ *   One byte range (`Range: bytes=…`, `If-Range`) gets 206; a malformed or unsatisfiable
+ *   one 416 with `Content-Range: bytes *` + `/size`; several ranges get the whole file.
+ * - Refused with 403: "." and ".." segments in any spelling (`%2e%2e`, double encoding
+ *   such as `%252e`), encoded slashes and backslashes, NUL, ':' (drive letters, streams),
+ *   symlinks that lead out of `folder` (a link inside it is followed). Dotfiles get 404
+ *   unless `EMBER_STATIC_DOTFILES`; folder listings are never made.
+ * - Files up to 64 KiB are read at once; larger ones are streamed from disk in 128 KiB
+ *   chunks read on a blocking pool, never held whole in memory.
+ * - With compression on (`ember_server_set_compression`), files of compressible types
+ *   without a precompressed sibling are compressed as they are sent.
+ *
+ * `flags`: `EMBER_STATIC_*` (`EMBER_STATIC_DEFAULT` is a good start; 0 = none of them).
+ * `cache_control`: the `Cache-Control` of every answer from this mount ("max-age=3600",
+ * "no-cache"); NULL for none. `folder` must exist (`EMBER_ERR_INVALID_ARG` names it
+ * otherwise); a second mount at the same prefix is `EMBER_ERR_ROUTE`. Before start only.
+ * Strings are copied.
+ */
+ember_result ember_server_static(struct ember_server *server,
+                                 const char *prefix,
+                                 const char *folder,
+                                 uint32_t flags,
+                                 const char *cache_control);
+
+/**
+ * Compresses answers (the host's and static files) with the encodings in `codings`
+ * (`EMBER_COMPRESS_GZIP | EMBER_COMPRESS_BR`; 0 = off, the default; codings this build
+ * lacks, see `ember_compression_codings`, are left out) for clients whose
+ * `Accept-Encoding` takes one (q-values honoured; brotli wins a tie). Only bodies of
+ * `min_bytes` or more (default 1024), of text-like types (all text types, JSON, JavaScript, XML,
+ * SVG, wasm …), not encoded already and without `Cache-Control: no-transform`;
+ * compressible answers carry `Vary: Accept-Encoding`. Bodies over 16 KiB are compressed
+ * on a blocking pool, never on an I/O thread. Streamed answers (`ember_response_begin`)
+ * are sent as written. A strong `ETag` of a compressed answer becomes weak. Before start
+ * only.
+ */
+ember_result ember_server_set_compression(struct ember_server *server,
+                                          uint32_t codings,
+                                          uint64_t min_bytes);
+
+/**
+ * The codings this build of the library compresses with on the fly: `EMBER_COMPRESS_GZIP`
+ * in the default build, plus `EMBER_COMPRESS_BR` with the cargo feature `brotli`; none in
+ * the minimal one. Every build serves precompressed `.br` / `.gz` siblings of static files.
+ */
+uint32_t ember_compression_codings(void);
+
+/**
+ * Turns compression off (`enabled` false) or back on for the paths under `prefix`
+ * ("/downloads" covers "/downloads" and "/downloads/…"); the longest matching prefix
+ * decides. Per route: give the route's literal prefix. Before start only.
+ */
+ember_result ember_server_compression_path(struct ember_server *server,
+                                           const char *prefix,
+                                           bool enabled);
 
 /**
  * Starts a streamed answer: `status` (200-999) and `headers` ("Name: value" lines) now,

@@ -74,7 +74,7 @@ build_arch() { # <x64|x86>
     # -static: the programs carry libgcc and winpthreads, so only ember.dll travels with them.
     $cc -std=c99 $warn -O2 -Iinclude -o "$t_out/hello.exe" samples/c/hello.c "$imp" -static
     $cc -std=c99 $warn -O2 -Iinclude -o "$t_out/ember_ref.exe" samples/c/ember_ref.c samples/c/ref_stream.c \
-        samples/c/ref_ws.c samples/c/sha256.c "$imp" -static -pthread
+        samples/c/ref_ws.c samples/c/ref_front.c samples/c/sha256.c "$imp" -static -pthread
     $cc -std=c99 $warn -O1 -Iinclude -c -o "$t_out/harness.o" tests/c/harness.c
     local name
     for name in test_abi test_lifecycle test_requests test_dispatch test_races test_edges test_contract; do

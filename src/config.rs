@@ -122,11 +122,13 @@ pub struct Config {
     pub health_path: Option<String>,
     /// Proxies whose PROXY headers and Forwarded / X-Forwarded-* headers are believed.
     pub trusted_proxies: crate::proxy::Trusted,
+    /// Static mounts, compression, output cache, CORS, request filtering.
+    pub front: crate::front::FrontConfig,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config { listen: Vec::new(), workers: 0, dispatch: Dispatch::Auto, pool_threads: 0, limits: Limits::default(), health_path: None, trusted_proxies: Default::default() }
+        Config { listen: Vec::new(), workers: 0, dispatch: Dispatch::Auto, pool_threads: 0, limits: Limits::default(), health_path: None, trusted_proxies: Default::default(), front: Default::default() }
     }
 }
 

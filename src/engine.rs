@@ -25,6 +25,8 @@ pub(crate) struct Run {
     pub hub: Arc<crate::ws::Hub>,
     pub health: crate::health::Health,
     pub trusted: crate::proxy::Trusted,
+    /// Static files, compression, output cache, CORS, filters (None: none configured).
+    pub front: Option<Arc<crate::front::Front>>,
 }
 
 impl Run {
@@ -68,6 +70,7 @@ impl Run {
             hub: Arc::default(),
             health: crate::health::Health::new(health_path),
             trusted,
+            front: None,
         }
     }
 }

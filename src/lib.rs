@@ -6,6 +6,15 @@
 //! `registry`, `dispatch`, `reply`. `engine` and `connstate` hold what those share.
 
 mod body;
+pub mod cache;
+pub mod compress;
+pub mod cors;
+mod file_body;
+mod mime_types;
+pub mod filter;
+pub mod front;
+pub mod static_files;
+mod static_serve;
 pub mod config;
 mod conn;
 mod connstate;

@@ -17,6 +17,7 @@ pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 pub(crate) enum Reply {
     Full(Full),
     Stream(StreamBody),
+    File(crate::file_body::FileBody),
 }
 
 pub(crate) struct Full {
@@ -52,6 +53,7 @@ impl Body for Reply {
                 Ok(Frame::data(d))
             })),
             Reply::Stream(s) => Pin::new(s).poll_frame(cx),
+            Reply::File(f) => Pin::new(f).poll_frame(cx),
         }
     }
 
@@ -59,6 +61,7 @@ impl Body for Reply {
         match self {
             Reply::Full(f) => f.data.is_none(),
             Reply::Stream(s) => s.is_end_stream(),
+            Reply::File(f) => f.is_end_stream(),
         }
     }
 
@@ -66,6 +69,7 @@ impl Body for Reply {
         match self {
             Reply::Full(f) => SizeHint::with_exact(f.data.as_ref().map_or(0, |d| d.len() as u64)),
             Reply::Stream(s) => s.size_hint(),
+            Reply::File(f) => f.size_hint(),
         }
     }
 }

@@ -97,11 +97,13 @@ pub struct Answer {
     pub(crate) ex: Option<std::sync::Arc<crate::exchange::Exchange>>,
     /// The body comes from the exchange's stream, not from `body`.
     pub(crate) streamed: bool,
+    /// The body is (part of) a file, read as it is sent (static files).
+    pub(crate) file: Option<crate::file_body::FileBody>,
 }
 
 impl Answer {
     pub fn new(status: u16, headers: HeaderMap, body: Bytes) -> Answer {
-        Answer { status, headers, body, declared_len: None, ex: None, streamed: false }
+        Answer { status, headers, body, declared_len: None, ex: None, streamed: false, file: None }
     }
 }
 

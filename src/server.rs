@@ -64,7 +64,7 @@ impl Server {
         }
     }
 
-    fn configure<T>(&self, f: impl FnOnce(&mut Config, &mut Router, &mut Hooks) -> Result<T>) -> Result<T> {
+    pub(crate) fn configure<T>(&self, f: impl FnOnce(&mut Config, &mut Router, &mut Hooks) -> Result<T>) -> Result<T> {
         match &mut *self.phase.lock() {
             Phase::Configuring { config, router, hooks } => f(config, router, hooks),
             _ => Err(Error::new(ErrorKind::State, "the server was already started; options and routes are set before start")),
@@ -239,7 +239,7 @@ impl Server {
         };
         let (shutdown, shutdown_rx) = watch::channel(false);
         crate::exchange::register_server(&dispatcher);
-        let run = Arc::new(Run::new(
+        let mut run = Run::new(
             self.id,
             router,
             limits.clone(),
@@ -249,7 +249,9 @@ impl Server {
             shutdown_rx.clone(),
             config.health_path.clone(),
             config.trusted_proxies.clone(),
-        ));
+        );
+        run.front = crate::front::Front::build(&config.front);
+        let run = Arc::new(run);
         let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
         runtime.spawn(crate::trim::watch(self.counters.clone(), shutdown_rx.clone()));
         for (std_listener, spec) in listeners.into_iter().zip(&config.listen) {
@@ -391,6 +393,14 @@ impl Server {
                 Ok(())
             }
             _ => Err(Error::new(ErrorKind::State, "drain: the server is not running")),
+        }
+    }
+
+    /// What the running server's connections share (None unless running).
+    pub(crate) fn running_run(&self) -> Option<Arc<Run>> {
+        match &*self.phase.lock() {
+            Phase::Running(r) => Some(r.run.clone()),
+            _ => None,
         }
     }
 

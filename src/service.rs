@@ -7,6 +7,7 @@ use crate::dispatch::{Job, Mailbox, Submit};
 use crate::engine::Run;
 use crate::error::ErrorKind;
 use crate::exchange::{Event, Exchange};
+use crate::front;
 use crate::handler::{self, Handler, Request};
 use crate::inbox::{self, InError, Inbox};
 use crate::registry;
@@ -37,7 +38,11 @@ pub(crate) async fn handle(run: Arc<Run>, conn: Arc<ConnState>, req: http::Reque
     run.counters.requests.fetch_add(1, Relaxed);
     let head_only = req.method() == Method::HEAD;
     let is_h2 = req.version() == Version::HTTP_2;
-    let (mut answer, upgrade) = answer(&run, &conn, req).await;
+    let (ctx, (answer, upgrade)) = match front::enter(&run, &conn, &req).await {
+        front::Entry::Answered(a) => (None, (a, None)),
+        front::Entry::Pass(ctx) => (ctx, answer(&run, &conn, req).await),
+    };
+    let mut answer = front::leave(ctx, answer).await;
     run.counters.status(answer.status);
     if run.health.is_draining() && !is_h2 && upgrade.is_none() {
         // Keep-alive clients (a proxy's upstream pool) reconnect, to another process.
@@ -305,8 +310,12 @@ async fn wait(run: &Run, pending: Pending, mut rx: oneshot::Receiver<Answer>, in
 
 /// RFC 9112 §3.2: an HTTP/1.1 request carries exactly one Host header, HTTP/1.0 at most one.
 fn host_header_ok(parts: &http::request::Parts) -> bool {
-    let hosts = parts.headers.get_all(http::header::HOST).iter().count();
-    if parts.version == Version::HTTP_11 { hosts == 1 } else { hosts <= 1 }
+    host_ok(parts.version, &parts.headers)
+}
+
+pub(crate) fn host_ok(version: Version, headers: &http::HeaderMap) -> bool {
+    let hosts = headers.get_all(http::header::HOST).iter().count();
+    if version == Version::HTTP_11 { hosts == 1 } else { hosts <= 1 }
 }
 
 /// Ends the request in the registry if this future is dropped first (client gone, stop).
@@ -327,7 +336,7 @@ impl Drop for ActiveRequest {
 }
 
 fn to_response(answer: Answer, head_only: bool, is_h2: bool, in_flight: InFlight) -> http::Response<Reply> {
-    let Answer { status, mut headers, body, declared_len, ex, streamed } = answer;
+    let Answer { status, mut headers, body, declared_len, ex, streamed, file } = answer;
     if is_h2 {
         // Connection-specific headers are forbidden in HTTP/2 (RFC 9113 §8.2.2).
         headers.remove(CONNECTION);
@@ -366,6 +375,11 @@ fn to_response(answer: Answer, head_only: bool, is_h2: bool, in_flight: InFlight
             };
             headers.insert(CONTENT_LENGTH, HeaderValue::from(len));
             Reply::full(Bytes::new(), Some(in_flight), ex)
+        }
+        (None, _) if file.is_some() => {
+            let mut file = file.expect("checked");
+            file.in_flight = Some(in_flight);
+            Reply::File(file)
         }
         (None, ex) => Reply::full(body, Some(in_flight), ex),
     };

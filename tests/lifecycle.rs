@@ -69,6 +69,17 @@ fn handlers_are_released_exactly_once_when_stop_returns() {
     }
 }
 
+/// Requests that reached the `/slow` handler (none is answered before all are in).
+static ARRIVED: (std::sync::Mutex<usize>, std::sync::Condvar) = (std::sync::Mutex::new(0), std::sync::Condvar::new());
+
+fn all_arrived(n: usize, limit: Duration) {
+    let (lock, cv) = &ARRIVED;
+    let mut arrived = lock.lock().unwrap();
+    *arrived += 1;
+    cv.notify_all();
+    let _ = cv.wait_timeout_while(arrived, limit, |a| *a < n).unwrap();
+}
+
 #[test]
 fn deferred_answers_from_other_threads_do_not_hold_workers() {
     let (s, port) = server(Dispatch::Inline, |s| {
@@ -76,18 +87,20 @@ fn deferred_answers_from_other_threads_do_not_hold_workers() {
         s.route(None, "/slow", Arc::new(|r: &Request| {
             let id = r.id();
             std::thread::spawn(move || {
-                std::thread::sleep(Duration::from_millis(300));
+                // Every answer waits until all 20 requests have reached the handler: with a
+                // request holding its worker until answered, the one worker would never let
+                // the 20 in, and nothing would be answered in time.
+                all_arrived(20, Duration::from_secs(30));
                 ember::respond(id, ember::response::answer(200, b"", "late".into()).unwrap()).unwrap();
             });
         }))
         .unwrap();
     });
-    let t = Instant::now();
     let clients: Vec<_> = (0..20).map(|_| std::thread::spawn(move || get(port, "/slow"))).collect();
     for c in clients {
         assert!(c.join().unwrap().ends_with("late"));
     }
-    assert!(t.elapsed() < Duration::from_secs(2), "took {:?}", t.elapsed());
+    assert_eq!(*ARRIVED.0.lock().unwrap(), 20, "not all requests reached the handler before the first answer");
     assert_eq!(s.stats().responses_2xx, 20);
 }
 

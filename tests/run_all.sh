@@ -15,6 +15,9 @@ tests/setup.sh
 step "rust: cargo test"
 cargo test --all-targets 2>&1 | tail -n 200
 
+step "rust: brotli on the fly and the full MIME table (opt-in cargo features)"
+cargo test --lib --features brotli,mime-db -- compress:: static_serve:: mime_types:: 2>&1 | tail -n 5
+
 step "release build"
 cargo build --release
 

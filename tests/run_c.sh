@@ -51,7 +51,7 @@ run_suite() {
   run_one "$variant/header_c99" "$dir/header_c99"
   run_one "$variant/header_cxx" "$dir/header_cxx"
   local t
-  for t in test_abi test_lifecycle test_requests test_dispatch test_races test_edges test_contract test_stream test_stream_end test_body test_ws; do
+  for t in test_abi test_lifecycle test_requests test_dispatch test_races test_edges test_contract test_front test_stream test_stream_end test_body test_ws; do
     run_one "$variant/$t" "$dir/$t"
   done
   run_one "$variant/test_ref_app" "$dir/test_ref_app" "$2"
@@ -81,7 +81,7 @@ run_suite plain "$root/samples/c/ember_ref"
 
 echo "== tests (AddressSanitizer + UBSan)"
 make -C tests/c OUT="$out/asan" SANITIZE=1
-for bin in test_abi test_lifecycle test_requests test_dispatch test_races test_edges test_contract test_stream test_stream_end test_body test_ws \
+for bin in test_abi test_lifecycle test_requests test_dispatch test_races test_edges test_contract test_front test_stream test_stream_end test_body test_ws \
            test_ref_app ember_ref websocket header_c99 header_cxx; do
   # The sanitizer must really be in there, or this half proves nothing.
   # (Captured first: grep -q closing the pipe early would trip pipefail.)
@@ -100,14 +100,17 @@ export ASAN_OPTIONS="abort_on_error=1:detect_leaks=1:strict_string_checks=1:chec
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
 run_suite asan "$out/asan/ember_ref"
 
-# The streaming and WebSocket routes of the reference app under the sanitizers, through the
-# conformance suite's real clients (memory growth is not asserted: ASan keeps freed memory).
+# The streaming and WebSocket routes and the engine's front (static files, compression, output
+# cache, CORS, filters) of the reference app under the sanitizers, through the conformance
+# suite's real clients (memory growth is not asserted: ASan keeps freed memory).
 for mode in pool inline; do
-  echo "== conformance streaming/WebSocket files against the ASan ember_ref ($mode dispatch)"
+  echo "== conformance streaming/WebSocket/front files against the ASan ember_ref ($mode dispatch)"
   log="$(mktemp)"
   if EMBER_DISPATCH=$mode EMBER_CONFORMANCE_RSS=off EMBER_APP="$out/asan/ember_ref" timeout 900 python3 -m pytest -q \
        tests/conformance/test_sse.py tests/conformance/test_stream.py tests/conformance/test_upload.py \
-       tests/conformance/test_websocket.py tests/conformance/test_ws_autobahn.py >"$log" 2>&1; then
+       tests/conformance/test_websocket.py tests/conformance/test_ws_autobahn.py \
+       tests/conformance/test_static_files.py tests/conformance/test_compression.py \
+       tests/conformance/test_output_cache.py tests/conformance/test_cors_and_filters.py >"$log" 2>&1; then
     echo "ok   asan/conformance-streaming ($mode): $(tail -n 1 "$log")"
     total_pass=$((total_pass + 1))
   else

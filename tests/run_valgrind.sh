@@ -36,7 +36,8 @@ rm -f "$out/canary.log"
 echo "ok   memcheck reports the canary's heap overrun"
 
 files=(test_routes.py test_echo.py test_methods_and_status.py test_malformed.py test_limits.py test_timeouts.py
-       test_lifecycle.py test_keepalive_pipelining.py test_http2.py)
+       test_lifecycle.py test_keepalive_pipelining.py test_http2.py
+       test_static_files.py test_compression.py test_output_cache.py test_cors_and_filters.py)
 set +e
 python3 -c "import pytest, requests" 2>/dev/null || python3 -m pip install -q pytest requests
 EMBER_APP="$vg samples/c/ember_ref" EMBER_DISPATCH="${EMBER_DISPATCH:-pool}" EMBER_WORKERS=2 \

@@ -1,7 +1,8 @@
 /* The Ember reference app in C: the contract is tests/REFERENCE_APP.md.
  * Usage: ember_ref [port]   (default 8080; 0 picks a free port)
  * This file: setup and the request/response routes. Streaming (/sse, /stream, /upload)
- * is in ref_stream.c, WebSocket (/ws, /ws/chat) in ref_ws.c. */
+ * is in ref_stream.c, WebSocket (/ws, /ws/chat) in ref_ws.c, the engine's front (static
+ * files, compression, /cached, CORS on /api, filters) in ref_front.c. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>
@@ -389,6 +390,7 @@ int main(int argc, char **argv) {
     TRY("route /inspect", ember_server_route(server, "GET", "/inspect", on_inspect, NULL, NULL));
     TRY("route /slow", ember_server_route(server, "GET", "/slow", on_slow, NULL, NULL));
     TRY("route /fail", ember_server_route(server, "GET", "/fail", on_fail, NULL, NULL));
+    TRY("static files, compression, cache, CORS, filters", ref_add_front(server));
     TRY("streaming routes", ref_add_stream_routes(server));
     TRY("WebSocket routes", ref_add_ws_routes(server));
     TRY("start", ember_server_start(server));

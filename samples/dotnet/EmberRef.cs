@@ -140,6 +140,72 @@ static partial class EmberRef
         });
 
         MapStreaming(server);   // /sse, /stream, /upload, /ws, /ws/chat: EmberRefStreaming.cs
+        MapEngineFeatures(server);
+    }
+
+    static int s_cachedCalls;
+
+    /// <summary>Static files, compression, the output cache, CORS and filtering: the engine's
+    /// (tests/REFERENCE_APP.md); only /cached, /cache/purge and /api/ping reach .NET.</summary>
+    static void MapEngineFeatures(EmberServer server)
+    {
+        string www = Environment.GetEnvironmentVariable("EMBER_WWW");
+        if (string.IsNullOrEmpty(www)) www = "samples/www";
+        server.MapStatic("/static", www, new EmberStaticOptions { CacheControl = "public, max-age=60" });
+        // The same folder as a single-page app: paths that name no file get index.html.
+        server.MapStatic("/app", www, new EmberStaticOptions { Precompressed = false, SpaFallback = true, CacheControl = "no-cache" });
+        server.UseCompression(gzip: true, brotli: true, minBytes: 1024);
+        server.CompressionForPath("/echo", false);
+        server.UseOutputCache(64L << 20);
+        server.UseCors("/api", new EmberCorsPolicy
+        {
+            Origins = "https://app.example",
+            Methods = "GET, POST",
+            Headers = "Content-Type, X-Api-Key",
+            ExposeHeaders = "X-Api-Version",
+            MaxAge = TimeSpan.FromSeconds(600),
+        });
+        server.DenyIp("127.0.0.2");
+        server.MaxUrlBytes(8192);
+        server.AllowMethods("GET, HEAD, POST, PUT, DELETE, PATCH, OPTIONS");
+        server.DenyPath("*.bak");
+        server.DenyPath("/private/*");
+
+        server.MapGet("/cached", ctx =>
+        {
+            var q = ctx.Request.Query;
+            int ttl = 60, pad = 0, cookie = 0, priv = 0;
+            if ((q["ttl"] != null && !TryParse(q["ttl"], 3600, out ttl)) || ttl == 0 ||
+                (q["pad"] != null && !TryParse(q["pad"], 100000, out pad)) ||
+                (q["cookie"] != null && !TryParse(q["cookie"], 1, out cookie)) ||
+                (q["private"] != null && !TryParse(q["private"], 1, out priv)))
+            {
+                ctx.Response.Json("{\"error\": \"bad query\"}", 400);
+                return;
+            }
+            int calls = Interlocked.Increment(ref s_cachedCalls);
+            var sb = new StringBuilder("{\"calls\": ").Append(calls.ToString(CultureInfo.InvariantCulture));
+            if (pad > 0) sb.Append(", \"pad\": \"").Append('x', pad).Append('"');
+            sb.Append('}');
+            ctx.Response.CacheFor(TimeSpan.FromSeconds(ttl));
+            if (cookie == 1) ctx.Response.AddHeader("Set-Cookie", "seen=1");
+            if (priv == 1) ctx.Response.AddHeader("Cache-Control", "private");
+            ctx.Response.Json(sb.ToString());
+        });
+
+        server.MapPost("/cache/purge", ctx =>
+        {
+            long n = server.PurgeCache(ctx.Request.Query["prefix"] ?? string.Empty);
+            ctx.Response.Json("{\"purged\": " + n.ToString(CultureInfo.InvariantCulture) + "}");
+        });
+
+        Action<EmberContext> pong = ctx =>
+        {
+            ctx.Response.AddHeader("X-Api-Version", "1");
+            ctx.Response.Json("{\"pong\": true}");
+        };
+        server.MapGet("/api/ping", pong);
+        server.MapPost("/api/ping", pong);
     }
 
     static bool TryParse(string s, int max, out int value)

@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import sys
+import threading
 
 try:
     import ember
@@ -86,6 +87,62 @@ def build_app() -> ember.Server:
     @app.get("/fail")
     def fail(req):
         raise RuntimeError("this handler always fails")
+
+    # Static files, compression, the output cache, CORS and filtering are the engine's.
+    www = os.environ.get("EMBER_WWW") or "samples/www"
+    app.static("/static", www, cache_control="public, max-age=60")
+    app.static("/app", www, precompressed=False, spa=True, cache_control="no-cache")   # a single-page app
+    app.compression(gzip=True, br=True, min_bytes=1024)
+    app.compression_path("/echo", False)
+    app.output_cache(64 << 20)
+    app.cors("/api", "https://app.example", methods="GET, POST", headers="Content-Type, X-Api-Key",
+             expose="X-Api-Version", max_age=600)
+    app.deny_ip("127.0.0.2")
+    app.max_url_bytes(8192)
+    app.allow_methods("GET, HEAD, POST, PUT, DELETE, PATCH, OPTIONS")
+    app.deny_path("*.bak")
+    app.deny_path("/private/*")
+
+    calls = [0]
+    calls_lock = threading.Lock()
+    bad_query = json_response({"error": "bad query"}, status=400)
+
+    def number(q, name, default, top):
+        raw = q.get(name)
+        if raw is None:
+            return default
+        if not (raw.isascii() and raw.isdigit()) or len(raw) > 9 or int(raw) > top:
+            raise ValueError(name)
+        return int(raw)
+
+    @app.get("/cached")
+    def cached(req):
+        q = req.query
+        try:
+            ttl, pad = number(q, "ttl", 60, 3600), number(q, "pad", 0, 100000)
+            cookie, private = number(q, "cookie", 0, 1), number(q, "private", 0, 1)
+        except ValueError:
+            return bad_query
+        if ttl == 0:
+            return bad_query
+        with calls_lock:
+            calls[0] += 1
+            n = calls[0]
+        body = '{"calls": %d' % n + (', "pad": "%s"' % ("x" * pad) if pad else "") + "}"
+        headers = []
+        if cookie:
+            headers.append(("Set-Cookie", "seen=1"))
+        if private:
+            headers.append(("Cache-Control", "private"))
+        return Response(body.encode("ascii"), headers=headers, content_type="application/json", cache_for=ttl)
+
+    @app.post("/cache/purge")
+    def purge(req):
+        prefix = req.query.get("prefix", "")
+        return json_response({"purged": app.cache_purge(prefix)})
+
+    pong = Response(b'{"pong": true}', headers={"X-Api-Version": "1"}, content_type="application/json")
+    app.route(["GET", "POST"], "/api/ping")(lambda req: pong)
 
     return app
 

@@ -6,10 +6,13 @@
 
 mod args;
 mod boundary;
+pub mod cache;
 pub mod constants;
 pub mod errors;
+pub mod policy;
 pub mod request;
 pub mod server;
+pub mod static_files;
 pub mod stream;
 pub mod types;
 pub mod ws;

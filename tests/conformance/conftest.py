@@ -16,7 +16,12 @@ import time
 
 import pytest
 
-from appproc import STOP_TIMEOUT_S, App
+from appproc import REPO_ROOT, STOP_TIMEOUT_S, App
+from sitecopy import prepare_www
+
+# The app serves a copy of samples/www with symlinks added (EMBER_WWW; git keeps no link that
+# leads out of a sample folder). Set here, before the test modules read it and the app inherits it.
+prepare_www(REPO_ROOT)
 
 # The 1,000-connection WebSocket test needs more descriptors than Debian's default soft limit
 # (1024), in this process and in the app, which inherits the limit when it is started below.

@@ -21,7 +21,7 @@ namespace Ember
     /// }
     /// </code>
     /// </summary>
-    public sealed class EmberServer : IDisposable
+    public sealed partial class EmberServer : IDisposable
     {
         readonly object _gate = new object();
         readonly EmberOptions _options;
@@ -250,6 +250,7 @@ namespace Ember
                 {
                     Configure(inst, addresses);
                     for (int i = 0; i < inst.Routes.Length; i++) inst.Register(i);
+                    ApplyFront(h);
                     Native.Check(NativeMethods.ember_server_start(h), "ember_server_start");
                     var ports = new int[addresses.Length];
                     for (int i = 0; i < ports.Length; i++)

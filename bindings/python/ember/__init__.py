@@ -11,6 +11,7 @@
     app.run(8080)
 """
 
+from ._front import CACHE_HEADER, compression_codings
 from ._lib import candidates as library_candidates
 from .errors import EmberError
 from .request import Deferred, Headers, Request
@@ -18,7 +19,8 @@ from .response import Response
 from .server import Server
 
 __all__ = ["Server", "Request", "Response", "Headers", "Deferred", "EmberError",
-           "engine_version", "abi_version", "library_candidates"]
+           "engine_version", "abi_version", "library_candidates", "CACHE_HEADER",
+           "compression_codings"]
 
 __version__ = "0.1.0"
 

@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterable, Union
 
 from . import _lib
 from ._async import LoopRunner
+from ._front import FrontMixin
 from ._dispatch import (LOG_CB, THREAD_START_CB, THREAD_STOP_CB, engine_min_level, engine_threads,
                         make_dispatch)
 from .errors import EmberError, check
@@ -178,7 +179,7 @@ _LIMIT_KEYS = {
 }
 
 
-class Server:
+class Server(FrontMixin):
     """An HTTP server running inside this process.
 
     ``Server(workers=0, dispatch="pool", pool_threads=0, loop=None, **limits)``
@@ -295,6 +296,7 @@ class Server:
                                  self.pool_threads, self._limits)
                 for r in self._routes:
                     native.add_route(r)
+                self._apply_front(native.ptr)
                 addr = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
                 if reuse_port:
                     check(L.ember_server_listen_flags(native.ptr, addr.encode("ascii"), _lib.LISTEN_REUSE_PORT),
