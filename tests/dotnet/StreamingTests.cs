@@ -243,6 +243,7 @@ namespace EmberTests
         public static void Misuse_start_twice_respond_after_start_write_after_end_and_bad_status()
         {
             string log = "";
+            var twiceDone = new ManualResetEventSlim();
             using (var s = new EmberServer())
             {
                 s.MapGet("/twice", ctx =>
@@ -254,6 +255,7 @@ namespace EmberTests
                         log += "respond=" + ctx.Respond() + ";";
                     }
                     try { body.Write(new byte[1], 0, 1); } catch (ObjectDisposedException) { log += "disposed;"; }
+                    twiceDone.Set();
                 });
                 s.MapGet("/answered", ctx =>
                 {
@@ -267,6 +269,9 @@ namespace EmberTests
                 });
                 int port = s.Start(0);
                 Assert.Equal(200, Http.Get(port, "/twice").Status, "twice");
+                // The client has the whole answer once the stream is disposed, maybe before the
+                // handler's last line ran.
+                Assert.True(twiceDone.Wait(5000), "the /twice handler finished");
                 Assert.Equal("done", Http.Get(port, "/answered").Text, "answered");
                 Assert.Equal(500, Http.Get(port, "/status").Status, "a refused head answers 500");
             }
