@@ -27,6 +27,7 @@ from pathlib import Path
 from benchlib import (BENCH, CLK_TCK, ROOT, BenchError, Sampler, Server, cpu_busy_pct, cpu_times, free_port,
                       loadavg, log, others_cpu_seconds, others_snapshot, rss_kb, run_hey, run_wrk, tool_version, tree_pids, verify)
 from ladder import DEFAULT_LEVELS, format_report, parse_levels, run_ladder
+import tls as tls_bench
 import front_targets
 
 VENV = BENCH / ".venv"
@@ -801,6 +802,8 @@ def main() -> int:
     ap.add_argument("--ladder-duration", type=float, default=None, help="seconds per level (full 3, quick 1; whole seconds)")
     ap.add_argument("--ladder-warmup", type=float, default=3.0)
     ap.add_argument("--no-drift", action="store_true")
+    ap.add_argument("--no-tls", action="store_true", help="skip the TLS part (Ember's TLS listener vs nginx ssl)")
+    ap.add_argument("--tls", action="store_true", help="run the TLS part also when --targets is given")
     ap.add_argument("--no-build", action="store_true", help="use the binaries that are there")
     ap.add_argument("--allow-missing", action="store_true",
                     help="quick mode: a target that cannot be built is reported, not a failure")
@@ -857,6 +860,9 @@ def main() -> int:
     needed = set()
     for t in targets:
         needed.update(t.needs)
+    run_tls = not a.no_tls and (a.tls or not a.targets) and "pinned" in modes
+    if run_tls:
+        needed.update(["ember-lib", "samples-c", "nginx"])
     builds = build_all(needed, a.no_build)
 
     R: dict = {"meta": {"quick": q, "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -893,6 +899,8 @@ def main() -> int:
                 R["ladders"][name] = {"error": "not built"}
                 continue
             R["ladders"][name] = ladder_for(t, ladder_levels, ladder_warm, ladder_s, rawdir, out, plan)
+        if run_tls and time.monotonic() - t0 <= max_s:
+            R["tls"] = tls_bench.run(plan, builds, rawdir)
         if not a.no_drift and targets and "pinned" in modes:
             first = targets[0]
             fr = R["runs"]["pinned"].get(first.name, {})
@@ -936,10 +944,14 @@ def main() -> int:
     for name, lad in R["ladders"].items():
         if "error" in lad:
             problems.append(f"ladder {name}: {lad['error']}")
+    problems.extend(tls_bench.problems(R.get("tls", {}), q, a.allow_missing))
     R["problems"] = problems
 
     (out / "results.json").write_text(json.dumps(R, indent=1, default=str) + "\n")
     write_markdown(R, out / "results.md")
+    if R.get("tls"):
+        with open(out / "results.md", "a") as f:
+            f.write("\n".join(tls_bench.markdown(R["tls"])) + "\n")
     note = write_chart(R, out / "rps_by_concurrency.png")
     if note:
         log(note)
@@ -951,6 +963,7 @@ def main() -> int:
         print("PROBLEMS:\n  " + "\n  ".join(problems))
     if q:
         n_ok = sum(1 for runs in R["runs"].values() for r in runs.values() if r.get("status") == "ok")
+        n_ok += sum(1 for r in R.get("tls", {}).values() if r.get("status") == "ok")
         n_bad = len(problems)
         print(f"bench: {n_ok} passed, {n_bad} failed")
     return 1 if (problems and (q or interrupted)) else 0

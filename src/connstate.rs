@@ -14,6 +14,8 @@ pub(crate) struct ConnState {
     pub peer_text: String,
     /// "http" or "https" (TLS listeners).
     pub scheme: &'static str,
+    /// Came through a TLS listener.
+    pub secure: bool,
     pub is_h2: AtomicBool,
     /// Requests started whose answer hyper has not finished taking (the guard lives in
     /// the response body, so a long answer still being written counts).
@@ -39,13 +41,14 @@ pub(crate) struct ConnState {
 }
 
 impl ConnState {
-    pub fn new(peer: std::net::SocketAddr, client: Option<std::net::SocketAddr>, open: Box<dyn Send + Sync>) -> Arc<ConnState> {
+    pub fn new(peer: std::net::SocketAddr, client: Option<std::net::SocketAddr>, open: Box<dyn Send + Sync>, secure: bool) -> Arc<ConnState> {
         let peer_text = peer.to_string();
         Arc::new(ConnState {
             remote: client.map_or_else(|| peer_text.clone(), |c| c.to_string()),
             peer,
             peer_text,
-            scheme: "http",
+            scheme: if secure { "https" } else { "http" },
+            secure,
             is_h2: AtomicBool::new(false),
             in_flight: AtomicU32::new(0),
             head_pending: AtomicBool::new(false),
@@ -100,7 +103,7 @@ impl ConnState {
         }
         self.requests.fetch_add(1, Relaxed);
         self.events.fetch_add(1, Relaxed);
-        InFlight { conn: self.clone(), bodiless }
+        InFlight { conn: self.clone(), bodiless, observed: None }
     }
 }
 
@@ -108,6 +111,19 @@ impl ConnState {
 pub(crate) struct InFlight {
     conn: Arc<ConnState>,
     bodiless: bool,
+    /// The access log's and the metrics' record of the request (when either is on); it is
+    /// written when this guard goes, with the answer.
+    pub(crate) observed: Option<Box<crate::observe::Observed>>,
+}
+
+impl InFlight {
+    /// Counts answer body bytes handed to hyper (for the access log).
+    #[inline]
+    pub(crate) fn sent(&mut self, n: usize) {
+        if let Some(o) = &mut self.observed {
+            o.bytes += n as u64;
+        }
+    }
 }
 
 impl Drop for InFlight {

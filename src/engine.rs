@@ -25,6 +25,8 @@ pub(crate) struct Run {
     pub hub: Arc<crate::ws::Hub>,
     pub health: crate::health::Health,
     pub trusted: crate::proxy::Trusted,
+    /// The access log and the metrics; None when both are off.
+    pub observe: Option<Arc<crate::observe::Observe>>,
     /// Static files, compression, output cache, CORS, filters (None: none configured).
     pub front: Option<Arc<crate::front::Front>>,
 }
@@ -70,6 +72,7 @@ impl Run {
             hub: Arc::default(),
             health: crate::health::Health::new(health_path),
             trusted,
+            observe: None,
             front: None,
         }
     }

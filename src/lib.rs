@@ -5,6 +5,7 @@
 //! (protocol detection, hyper, watchdog) → `service` (one request) → `body`, `router`,
 //! `registry`, `dispatch`, `reply`. `engine` and `connstate` hold what those share.
 
+pub mod accesslog;
 mod body;
 pub mod cache;
 pub mod compress;
@@ -31,6 +32,8 @@ mod inbox;
 mod inside;
 mod listener;
 pub mod log;
+mod metrics;
+mod observe;
 mod registry;
 mod reply;
 pub mod request;
@@ -44,6 +47,7 @@ mod stream;
 mod sysmon;
 mod trim;
 pub mod streaming;
+pub mod tls;
 pub mod ws;
 
 pub use config::{Dispatch, Limits};
@@ -53,6 +57,8 @@ pub use handler::{respond, Handler, Request};
 pub use server::Server;
 pub use exchange::{Event, EventSink};
 pub use stats::Stats;
+pub use tls::TlsConfig;
+pub use accesslog::{AccessFormat, AccessLogConfig, AccessTarget};
 
 /// The crate version, also returned by `ember_version()`.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

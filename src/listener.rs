@@ -71,12 +71,14 @@ const BACKOFF_MIN: Duration = Duration::from_millis(5);
 const BACKOFF_MAX: Duration = Duration::from_secs(1);
 const LOG_EVERY: Duration = Duration::from_secs(10);
 
+/// `tls`: the listener's TLS state, for a TLS listener.
 pub(crate) async fn accept_loop(
     listener: tokio::net::TcpListener,
     proxy_protocol: bool,
     run: Arc<Run>,
     mut shutdown: watch::Receiver<bool>,
     slots: Arc<Semaphore>,
+    tls: Option<Arc<crate::tls::TlsSite>>,
 ) {
     let mut backoff = BACKOFF_MIN;
     let mut failures: u64 = 0;
@@ -99,13 +101,13 @@ pub(crate) async fn accept_loop(
                     last_log = None;
                 }
                 let _ = stream.set_nodelay(true);
-                let (run, shutdown) = (run.clone(), shutdown.clone());
+                let (run, shutdown, tls) = (run.clone(), shutdown.clone(), tls.clone());
                 run.counters.total_connections.fetch_add(1, Relaxed);
                 let open = run.counters.active_connections.fetch_add(1, Relaxed) + 1;
                 run.counters.peak_connections.fetch_max(open, Relaxed);
                 tokio::spawn(async move {
                     let open = Box::new(OpenConnection(run.counters.clone(), permit));
-                    conn::serve(stream, remote, proxy_protocol, run, shutdown, open).await;
+                    conn::serve(stream, remote, proxy_protocol, run, shutdown, open, tls).await;
                 });
             }
             Err(e) if per_connection(&e) => continue,

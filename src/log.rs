@@ -8,6 +8,9 @@ pub enum Level {
     Warn = 2,
     Info = 3,
     Debug = 4,
+    /// An access log line (when the access log goes to the log callback). Never a
+    /// threshold: these lines reach the callback whatever level it was set up with.
+    Access = 5,
 }
 
 pub type LogSink = Arc<dyn Fn(Level, &str) + Send + Sync>;
@@ -41,6 +44,14 @@ impl Logger {
             // A panicking host logger must not take the engine thread down with it.
             Some(sink) => drop(std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sink(level, msg)))),
             None => eprintln!("ember [{level:?}] {msg}"),
+        }
+    }
+
+    /// An access log line: to the callback whatever its level, else to stderr.
+    pub(crate) fn access(&self, line: &str) {
+        match &self.sink {
+            Some(sink) => drop(std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sink(Level::Access, line)))),
+            None => eprintln!("{line}"),
         }
     }
 

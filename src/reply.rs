@@ -50,6 +50,9 @@ impl Body for Reply {
         match self.get_mut() {
             Reply::Full(f) => Poll::Ready(f.data.take().map(|d| {
                 f.taken = true;
+                if let Some(i) = &mut f._in_flight {
+                    i.sent(d.len());
+                }
                 Ok(Frame::data(d))
             })),
             Reply::Stream(s) => Pin::new(s).poll_frame(cx),

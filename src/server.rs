@@ -34,6 +34,9 @@ struct Running {
     pool: Option<Pool>,
     run: Arc<Run>,
     shutdown: watch::Sender<bool>,
+    /// Per listener, in listen order: its TLS state if it is a TLS listener.
+    #[cfg_attr(not(feature = "tls"), allow(dead_code))]
+    tls: Vec<Option<Arc<crate::tls::TlsSite>>>,
 }
 
 /// An HTTP server. All methods take `&self` and are safe to call from any thread.
@@ -83,10 +86,32 @@ impl Server {
     /// `proxy_protocol`: connections on this address start with a PROXY header (from a
     /// load balancer) that names the client.
     pub fn listen_spec(&self, address: &str, reuse_port: bool, proxy_protocol: bool) -> Result<()> {
+        self.add_listener(address, reuse_port, proxy_protocol, None)
+    }
+
+    pub(crate) fn add_listener(&self, address: &str, reuse_port: bool, proxy_protocol: bool, tls: Option<Arc<crate::tls::TlsSite>>) -> Result<()> {
         let addr: SocketAddr = address.trim().parse().map_err(|_| {
             Error::new(ErrorKind::InvalidArg, format!("{address:?} is not an address like \"127.0.0.1:8080\" or \"[::1]:0\""))
         })?;
-        self.configure(|c, _, _| Ok(c.listen.push(Listen { addr, reuse_port, proxy_protocol })))
+        self.configure(|c, _, _| Ok(c.listen.push(Listen { addr, reuse_port, proxy_protocol, tls })))
+    }
+
+    /// Per listener, in listen order, its TLS state: those configured, or those running.
+    #[cfg_attr(not(feature = "tls"), allow(dead_code))]
+    pub(crate) fn tls_sites(&self) -> Vec<Option<Arc<crate::tls::TlsSite>>> {
+        match &*self.phase.lock() {
+            Phase::Configuring { config, .. } => config.listen.iter().map(|l| l.tls.clone()).collect(),
+            Phase::Running(r) => r.tls.clone(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The running server's access log and metrics (None when both are off).
+    pub(crate) fn observer(&self) -> Result<Option<Arc<crate::observe::Observe>>> {
+        match &*self.phase.lock() {
+            Phase::Running(r) => Ok(r.run.observe.clone()),
+            _ => Err(Error::new(ErrorKind::State, "the server is not running")),
+        }
     }
 
     /// Believes PROXY headers and Forwarded / X-Forwarded-For / X-Forwarded-Proto from
@@ -162,6 +187,10 @@ impl Server {
         self.counters.snapshot()
     }
 
+    pub(crate) fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
     /// The bound port of the `index`-th listen address (after start).
     pub fn port(&self, index: usize) -> Result<u16> {
         let ports = self.ports.lock();
@@ -176,18 +205,21 @@ impl Server {
     /// Binds every address and starts serving; returns once listening.
     pub fn start(&self) -> Result<()> {
         let mut phase = self.phase.lock();
-        let Phase::Configuring { config, .. } = &*phase else {
+        let Phase::Configuring { config, hooks, .. } = &*phase else {
             return Err(Error::new(ErrorKind::State, "start: the server was already started"));
         };
         if config.listen.is_empty() {
             return Err(Error::new(ErrorKind::State, "start: no listen address; call listen first"));
         }
         let (listeners, ports) = listener::bind_all(&config.listen)?;
+        // Before the configuration is given up: a file that cannot be opened leaves the
+        // server as it was, to be fixed and started again.
+        let observe = crate::observe::Observe::start(config, &self.counters, &self.logger(), hooks, self.id)?;
         crate::signals::ignore_sigpipe_if_default();
         let Phase::Configuring { config, router, hooks } = std::mem::replace(&mut *phase, Phase::Stopped) else {
             unreachable!()
         };
-        let running = self.launch(config, router, hooks, listeners)?;
+        let running = self.launch(config, router, hooks, listeners, observe)?;
         let log = running.run.log.clone();
         *self.ports.lock() = ports;
         *phase = Phase::Running(Box::new(running));
@@ -197,7 +229,14 @@ impl Server {
         Ok(())
     }
 
-    fn launch(&self, config: Config, router: Router, hooks: Hooks, listeners: Vec<std::net::TcpListener>) -> Result<Running> {
+    fn launch(
+        &self,
+        config: Config,
+        router: Router,
+        hooks: Hooks,
+        listeners: Vec<std::net::TcpListener>,
+        observe: Option<Arc<crate::observe::Observe>>,
+    ) -> Result<Running> {
         let log = self.logger();
         let runtime_error = |e: std::io::Error| Error::new(ErrorKind::Runtime, format!("start: cannot create threads: {e}"));
         let (start_hook, stop_hook) = (hooks.clone(), hooks.clone());
@@ -250,6 +289,7 @@ impl Server {
             config.health_path.clone(),
             config.trusted_proxies.clone(),
         );
+        run.observe = observe;
         run.front = crate::front::Front::build(&config.front);
         let run = Arc::new(run);
         let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
@@ -257,13 +297,15 @@ impl Server {
         for (std_listener, spec) in listeners.into_iter().zip(&config.listen) {
             let _enter = runtime.enter();
             let listener = tokio::net::TcpListener::from_std(std_listener).map_err(runtime_error)?;
-            runtime.spawn(listener::accept_loop(listener, spec.proxy_protocol, run.clone(), shutdown_rx.clone(), slots.clone()));
+            let accept = listener::accept_loop(listener, spec.proxy_protocol, run.clone(), shutdown_rx.clone(), slots.clone(), spec.tls.clone());
+            runtime.spawn(accept);
         }
+        let tls = config.listen.iter().map(|l| l.tls.clone()).collect();
         let sysmon = match run.dispatcher.inline_slots() {
             Some(slots) => Some(crate::sysmon::Sysmon::start(slots, runtime.handle().clone()).map_err(runtime_error)?),
             None => None,
         };
-        Ok(Running { runtime, sysmon, pool, run, shutdown })
+        Ok(Running { runtime, sysmon, pool, run, shutdown, tls })
     }
 
     /// Graceful stop: stop accepting, let in-flight requests finish, close idle
@@ -320,7 +362,7 @@ impl Server {
     }
 
     fn shut_down(&self, running: Running, timeout: Duration) {
-        let Running { runtime, sysmon, mut pool, run, shutdown } = running;
+        let Running { runtime, sysmon, mut pool, run, shutdown, .. } = running;
         let log = run.log.clone();
         let _ = shutdown.send(true);
         let deadline = Instant::now() + timeout;
@@ -341,6 +383,10 @@ impl Server {
         // Before the dispatcher goes: the close callbacks of what was force-closed run
         // on the pool (or here) while it still exists.
         crate::ws::purge_server(self.id);
+        // Every answer has ended with the runtime: its access log lines are all queued.
+        if let Some(observe) = &run.observe {
+            observe.finish();
+        }
         drop(run);
         if let Some(pool) = pool.as_mut() {
             pool.join();

@@ -30,11 +30,14 @@ use tokio::sync::oneshot;
 pub const FLAG_BODY_STREAMED: u32 = 1;
 /// `ember_request_info.flags`: a WebSocket upgrade request.
 pub const FLAG_WEBSOCKET: u32 = 2;
+/// `ember_request_info.flags`: the request came over TLS.
+pub const FLAG_TLS: u32 = 4;
 
 pub(crate) async fn handle(run: Arc<Run>, conn: Arc<ConnState>, req: http::Request<Incoming>) -> Result<http::Response<Reply>, Infallible> {
     let bodiless = !req.headers().contains_key(http::header::TRANSFER_ENCODING)
         && req.headers().get(CONTENT_LENGTH).is_none_or(|v| v.as_bytes() == b"0");
-    let in_flight = conn.request_started(bodiless);
+    let begun = run.observe.as_ref().map(|o| o.begin(&req, &conn));
+    let mut in_flight = conn.request_started(bodiless);
     run.counters.requests.fetch_add(1, Relaxed);
     let head_only = req.method() == Method::HEAD;
     let is_h2 = req.version() == Version::HTTP_2;
@@ -56,6 +59,9 @@ pub(crate) async fn handle(run: Arc<Run>, conn: Arc<ConnState>, req: http::Reque
         };
         tokio::spawn(ws::run(ws, on_upgrade, limits, run.shutdown.clone(), conn.clone()));
     }
+    if let (Some(o), Some(b)) = (&run.observe, begun) {
+        in_flight.observed = Some(o.observed(b, answer.status));
+    }
     Ok(to_response(answer, head_only, is_h2, in_flight))
 }
 
@@ -71,6 +77,9 @@ async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incomi
         return (canned(431, true), None);
     }
     if let Some(a) = run.health.answer(&parts.method, parts.uri.path()) {
+        return (a, None);
+    }
+    if let Some(a) = run.observe.as_ref().and_then(|o| o.metrics_answer(&parts.method, parts.uri.path(), &run.counters)) {
         return (a, None);
     }
     let upgrade = ws::wants_upgrade(&parts.headers);
@@ -118,7 +127,8 @@ async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incomi
     let forwarded = crate::proxy::forwarded(conn.peer.ip(), &parts.headers, &run.trusted);
     let (id, rx) = registry::begin(run.server_id);
     let pending = Pending(id);
-    let flags = if streamed.is_some() { FLAG_BODY_STREAMED } else { 0 } | if ws_route.is_some() { FLAG_WEBSOCKET } else { 0 };
+    let flags = if streamed.is_some() { FLAG_BODY_STREAMED } else { 0 } | if ws_route.is_some() { FLAG_WEBSOCKET } else { 0 }
+        | if conn.secure { FLAG_TLS } else { 0 };
     let data = Arc::new(
         RequestData::new(Parts {
             id,

@@ -47,6 +47,11 @@ pub(crate) struct Counters {
     pub bytes_read: AtomicU64,
     pub bytes_written: AtomicU64,
     pub held_requests: AtomicU64,
+    pub tls_handshakes: AtomicU64,
+    pub tls_failures: AtomicU64,
+    /// Answers by status code: set at start when metrics are on, so that the hot path
+    /// pays one load when they are off.
+    pub by_code: once_cell::sync::OnceCell<crate::metrics::StatusCodes>,
 }
 
 impl Counters {
@@ -56,6 +61,9 @@ impl Counters {
             _ => 5,
         };
         self.by_class[class].fetch_add(1, Relaxed);
+        if let Some(codes) = self.by_code.get() {
+            codes.count(status);
+        }
     }
 
     pub fn snapshot(&self) -> Stats {

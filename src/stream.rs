@@ -203,6 +203,9 @@ impl Body for StreamBody {
                 if writable {
                     this.ex.fire(Event::Writable);
                 }
+                if let Some(i) = &mut this._in_flight {
+                    i.sent(data.len());
+                }
                 Poll::Ready(Some(Ok(Frame::data(data))))
             }
             Poll::Ready(None) => {

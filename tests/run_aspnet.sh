@@ -39,7 +39,7 @@ if [[ $# -eq 0 ]]; then
     done < tests/aspnet/conformance_deselect.txt
     app="mono bindings/dotnet/bin/EmberAspNet.exe --root samples/aspnet/site --quiet"
     app+=" --max-body 1048576 --header-timeout 1000 --idle-timeout 5000 --handler-timeout 3000"
-    app+=" --max-header-bytes 16384 --max-headers 100"
+    app+=" --max-header-bytes 16384 --max-headers 100 --metrics /metrics"
     app+=" --warmup / --warmup /users/1 --warmup /inspect --warmup /slow?ms=0 --warmup /echo"
     echo "== conformance: EmberAspNet.exe + samples/aspnet/site"
     # EMBER_REFERENCE_ROOT=1: the sample's Global.asax answers GET / with the reference app's

@@ -32,8 +32,8 @@ if [ -z "$app" ]; then
     exit 2
 fi
 
-# Clients of the streaming and WebSocket tests: websockets (>= 13 for its sync and asyncio
-# clients), httpx with h2 for HTTP/2, and Debian's chromium for test_browser.py.
+# Clients of the streaming, WebSocket and TLS tests: websockets (>= 13 for its sync and asyncio
+# clients; wss for TLS), httpx with h2 for HTTP/2 (also over ALPN), and Debian's chromium for test_browser.py.
 if ! "$PYTHON" -c "import pytest, requests, httpx, h2, websockets, websockets.sync.client" >/dev/null 2>&1; then
     "$PYTHON" -m pip install -q pytest requests 'httpx[http2]' 'websockets>=13' || exit 2
 fi

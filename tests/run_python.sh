@@ -13,8 +13,9 @@ PYTHON=${PYTHON:-python3}
 
 cargo build --release
 
-if ! "$PYTHON" -c "import pytest, requests" >/dev/null 2>&1; then
-    "$PYTHON" -m pip install -q pytest requests
+# The streaming, SSE and WebSocket tests use httpx (with HTTP/2) and websockets clients.
+if ! "$PYTHON" -c "import pytest, requests, httpx, h2, websockets" >/dev/null 2>&1; then
+    "$PYTHON" -m pip install -q pytest requests "httpx[http2]" websockets
 fi
 
 # The tests import the binding from the checkout; the package itself finds

@@ -69,3 +69,54 @@ fn a_websocket_endpoint_and_a_plain_route_share_a_path() {
     c.send(tungstenite::Message::text("hi")).unwrap();
     assert_eq!(c.read().unwrap(), tungstenite::Message::text("hi"));
 }
+
+/// A host that reads its streamed body at its own pace (here from another thread, as a
+/// deferred handler does) must hear why the body stopped when the engine refused it
+/// (413) between two reads, not just that "the request was answered": the header
+/// promises `EMBER_ERR_TOO_LARGE`. Its answer attempt afterwards hears the same.
+#[test]
+fn a_reader_between_reads_when_the_engine_answers_413_hears_too_large() {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let tx = std::sync::Mutex::new(tx);
+    let (_s, port) = server(Dispatch::Pool, move |s| {
+        s.set_limits(|l| Ok(l.max_stream_body_bytes = 256 * 1024)).unwrap();
+        let tx = std::sync::Mutex::new(tx.lock().unwrap().clone());
+        s.route_to(
+            Some(http::Method::POST),
+            "/slow-reader",
+            ember::router::Endpoint::Http {
+                stream_body: true,
+                pool: false,
+                handler: Arc::new(move |r: &Request| {
+                    let id = r.id();
+                    let tx = tx.lock().unwrap().clone();
+                    std::thread::spawn(move || {
+                        let mut buf = vec![0u8; 16 * 1024];
+                        let err = loop {
+                            std::thread::sleep(Duration::from_millis(20));
+                            if let Err(e) = streaming::read(id, &mut buf, Some(Duration::ZERO)) {
+                                if e.kind != ember::ErrorKind::WouldBlock {
+                                    break e.kind;
+                                }
+                            }
+                        };
+                        let answer = ember::response::answer(200, b"", "late".into()).and_then(|a| ember::respond(id, a)).map_err(|e| e.kind);
+                        tx.send((err, answer)).unwrap();
+                    });
+                }),
+            },
+        )
+        .unwrap();
+    });
+    let chunk = "x".repeat(64 * 1024);
+    let mut req = String::from("POST /slow-reader HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n");
+    for _ in 0..16 {
+        req.push_str(&format!("{:x}\r\n{chunk}\r\n", chunk.len()));
+    }
+    req.push_str("0\r\n\r\n");
+    let resp = exchange(port, req.as_bytes(), Duration::from_secs(10));
+    assert!(resp.starts_with("HTTP/1.1 413"), "{resp:?}");
+    let (read_err, answer) = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert_eq!(read_err, ember::ErrorKind::TooLarge);
+    assert_eq!(answer, Err(ember::ErrorKind::TooLarge));
+}

@@ -1,5 +1,8 @@
 /* The Ember reference app in C: the contract is tests/REFERENCE_APP.md.
  * Usage: ember_ref [port]   (default 8080; 0 picks a free port)
+ * Env EMBER_TLS_CERT + EMBER_TLS_KEY (PEM files): also listen with TLS on EMBER_TLS_PORT
+ * (default 0); EMBER_ACCESS_LOG=<file> (EMBER_ACCESS_LOG_FORMAT=combined|json). SIGHUP
+ * reloads the certificates and reopens the access log. /metrics is the engine's.
  * This file: setup and the request/response routes. Streaming (/sse, /stream, /upload)
  * is in ref_stream.c, WebSocket (/ws, /ws/chat) in ref_ws.c, the engine's front (static
  * files, compression, /cached, CORS on /api, filters) in ref_front.c. */
@@ -311,9 +314,9 @@ static void on_fail(void *ud, ember_request req, const ember_request_info *info)
 /* ---- setup ---- */
 
 static void log_to_stderr(void *ud, int32_t level, const char *msg, size_t len) {
-    static const char *names[] = {"?", "error", "warn", "info", "debug"};
+    static const char *names[] = {"?", "error", "warn", "info", "debug", "access"};
     (void)ud;
-    fprintf(stderr, "ember [%s] ", level >= 1 && level <= 4 ? names[level] : names[0]);
+    fprintf(stderr, "ember [%s] ", level >= 1 && level <= 5 ? names[level] : names[0]);
     if (len) fwrite(msg, 1, len, stderr);
     fputc('\n', stderr);
 }
@@ -324,6 +327,36 @@ static int parse_uint(const char *s, unsigned long max, unsigned long *out) {
     errno = 0;
     *out = strtoul(s, &end, 10);
     return errno == 0 && *end == '\0' && *out <= max;
+}
+
+/* The optional parts of the contract: a TLS listener (listener 1) from EMBER_TLS_CERT and
+ * EMBER_TLS_KEY, the access log from EMBER_ACCESS_LOG, and /metrics. Returns 1 when a TLS
+ * listener was added. */
+static int setup_extras(ember_server *server, ember_result *rc) {
+    const char *cert = getenv("EMBER_TLS_CERT"), *key = getenv("EMBER_TLS_KEY");
+    const char *log = getenv("EMBER_ACCESS_LOG"), *format = getenv("EMBER_ACCESS_LOG_FORMAT");
+    const char *tls_port = getenv("EMBER_TLS_PORT");
+    unsigned long port = 0;
+    int tls = 0;
+    char addr[32];
+    if ((*rc = ember_server_set_metrics(server, "/metrics")) != EMBER_OK) return -1;
+    if (log && *log) {
+        int32_t f = format && strcmp(format, "json") == 0 ? EMBER_ACCESS_LOG_JSON : EMBER_ACCESS_LOG_COMBINED;
+        if ((*rc = ember_server_set_access_log(server, f, log)) != EMBER_OK) return -1;
+    }
+    if (cert && *cert && key && *key) {
+        ember_tls_config *config = NULL;
+        if (tls_port && !parse_uint(tls_port, 65535, &port)) { *rc = EMBER_ERR_INVALID_ARG; return -1; }
+        snprintf(addr, sizeof addr, "127.0.0.1:%lu", port);
+        if ((*rc = ember_tls_config_new(&config)) != EMBER_OK) return -1;
+        *rc = ember_tls_config_add_cert_files(config, NULL, cert, key);
+        if (*rc == EMBER_OK) *rc = ember_server_listen_tls(server, addr, 0, config);
+        ember_tls_config_free(config); /* the listener keeps its own copy */
+        if (*rc != EMBER_OK) return -1;
+        tls = 1;
+    }
+    *rc = EMBER_OK;
+    return tls;
 }
 
 #define TRY(what, call) do { ember_result rc_ = (call); \
@@ -341,6 +374,7 @@ int main(int argc, char **argv) {
     uint16_t bound = 0;
     int sig = 0;
     ember_result rc;
+    int tls;
 
     if (argc > 2 || (argc == 2 && !parse_uint(argv[1], 65535, &port))) {
         fprintf(stderr, "usage: %s [port]\n", argv[0]);
@@ -365,6 +399,7 @@ int main(int argc, char **argv) {
     sigemptyset(&stop_signals);
     sigaddset(&stop_signals, SIGINT);
     sigaddset(&stop_signals, SIGTERM);
+    sigaddset(&stop_signals, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
     /* A client hanging up mid-answer must not kill the process; say so ourselves rather
      * than rely on the engine noticing the default disposition. */
@@ -393,10 +428,16 @@ int main(int argc, char **argv) {
     TRY("static files, compression, cache, CORS, filters", ref_add_front(server));
     TRY("streaming routes", ref_add_stream_routes(server));
     TRY("WebSocket routes", ref_add_ws_routes(server));
+    tls = setup_extras(server, &rc);
+    TRY("tls, access log or metrics", rc);
     TRY("start", ember_server_start(server));
     TRY("port", ember_server_port(server, 0, &bound));
 
     printf("listening on http://127.0.0.1:%u\n", (unsigned)bound);
+    if (tls) {
+        TRY("tls port", ember_server_port(server, 1, &bound));
+        printf("listening on https://127.0.0.1:%u\n", (unsigned)bound);
+    }
     fflush(stdout);
 
 #ifdef _WIN32
@@ -404,7 +445,15 @@ int main(int argc, char **argv) {
     sig = (int)stop_reason - 1;
     fprintf(stderr, "ember_ref: console event %d, stopping\n", sig);
 #else
-    while (sigwait(&stop_signals, &sig) != 0) {}
+    for (;;) {
+        while (sigwait(&stop_signals, &sig) != 0) {}
+        if (sig != SIGHUP) break;
+        /* logrotate and renewed certificates: neither needs a restart. */
+        if (tls && (rc = ember_server_tls_reload(server)) != EMBER_OK) ref_log_failure("tls reload", rc);
+        if (getenv("EMBER_ACCESS_LOG") && (rc = ember_server_reopen_access_log(server)) != EMBER_OK)
+            ref_log_failure("reopen access log", rc);
+        fprintf(stderr, "ember_ref: SIGHUP: certificates reloaded, access log reopened\n");
+    }
     fprintf(stderr, "ember_ref: signal %d, stopping\n", sig);
 #endif
     rc = ember_server_stop(server, 5000);

@@ -3,6 +3,9 @@
 // Usage: mono EmberRef.exe [port]   (default 8080; 0 picks a free port and prints it)
 // Env: EMBER_DISPATCH=inline|pool|auto (default pool), EMBER_WORKERS=N (default 0 = cores).
 // Stops gracefully on SIGTERM / SIGINT (Ctrl+C) with exit code 0.
+// Env EMBER_TLS_CERT + EMBER_TLS_KEY (PEM files): also listen with TLS on EMBER_TLS_PORT (default 0);
+// EMBER_ACCESS_LOG=<file> (EMBER_ACCESS_LOG_FORMAT=combined|json). /metrics is the engine's.
+// SIGHUP (Mono) reloads the certificates and reopens the access log.
 using System;
 using System.Collections.Generic;
 using System.Globalization;
@@ -40,6 +43,10 @@ static partial class EmberRef
             // for at least 4 MiB).
             WebSocketReceiveQueueBytes = 4 << 20,
             LogLevel = EmberLogLevel.Info,
+            MetricsPath = "/metrics",
+            AccessLogPath = NonEmpty(Environment.GetEnvironmentVariable("EMBER_ACCESS_LOG")),
+            AccessLogFormat = Environment.GetEnvironmentVariable("EMBER_ACCESS_LOG_FORMAT") == "json"
+                ? EmberAccessLogFormat.Json : EmberAccessLogFormat.Combined,
         };
         string dispatch = Environment.GetEnvironmentVariable("EMBER_DISPATCH");
         if (dispatch == "inline") options.Dispatch = EmberDispatch.Inline;
@@ -67,21 +74,69 @@ static partial class EmberRef
             int bound;
             try
             {
+                AddTls(options);
                 bound = server.Start(port);
             }
-            catch (EmberException e)
+            catch (Exception e) when (e is EmberException || e is ArgumentException)
             {
                 Console.Error.WriteLine("EmberRef: " + e.Message);
                 return 1;
             }
             Console.Out.WriteLine("listening on http://127.0.0.1:" + bound);
+            foreach (int tlsPort in server.TlsPorts) Console.Out.WriteLine("listening on https://127.0.0.1:" + tlsPort);
             Console.Out.Flush();
+            OnSighup(() =>
+            {
+                try
+                {
+                    if (server.TlsPorts.Count > 0) server.ReloadTls();
+                    if (options.AccessLogPath != null) server.ReopenAccessLog();
+                }
+                catch (Exception e) { Console.Error.WriteLine("EmberRef: SIGHUP: " + e.Message); }
+            });
 
             string why = waitForStop();
             Console.Error.WriteLine("EmberRef: " + why + ", stopping");
             server.Stop(TimeSpan.FromSeconds(5));
         }
         return 0;
+    }
+
+    static string NonEmpty(string s) { return string.IsNullOrEmpty(s) ? null : s; }
+
+    /// <summary>The optional TLS listener of the contract, from EMBER_TLS_CERT / EMBER_TLS_KEY.</summary>
+    static void AddTls(EmberOptions options)
+    {
+        string cert = NonEmpty(Environment.GetEnvironmentVariable("EMBER_TLS_CERT"));
+        string key = NonEmpty(Environment.GetEnvironmentVariable("EMBER_TLS_KEY"));
+        if (cert == null || key == null) return;
+        int tlsPort = 0;
+        string p = Environment.GetEnvironmentVariable("EMBER_TLS_PORT");
+        if (p != null && !TryParse(p, 65535, out tlsPort)) throw new ArgumentException("EMBER_TLS_PORT must be 0..65535");
+        options.TlsListeners.Add(new EmberTlsListener("127.0.0.1:" + tlsPort, new EmberTlsConfig(cert, key)));
+    }
+
+    /// <summary>Runs <paramref name="action"/> on each SIGHUP (Mono on Unix; nothing elsewhere).</summary>
+    static void OnSighup(Action action)
+    {
+        const string posix = ", Mono.Posix, Version=4.0.0.0, Culture=neutral, PublicKeyToken=0738eb9f132ed756";
+        Type unixSignal = Type.GetType("Mono.Unix.UnixSignal" + posix, false);
+        Type signum = Type.GetType("Mono.Unix.Native.Signum" + posix, false);
+        if (unixSignal == null || signum == null) return;
+        object hup = Activator.CreateInstance(unixSignal, Enum.Parse(signum, "SIGHUP"));
+        MethodInfo wait = unixSignal.GetMethod("WaitOne", Type.EmptyTypes);
+        MethodInfo reset = unixSignal.GetMethod("Reset", Type.EmptyTypes);
+        var t = new Thread(() =>
+        {
+            for (;;)
+            {
+                wait.Invoke(hup, null);
+                reset.Invoke(hup, null);
+                action();
+            }
+        });
+        t.IsBackground = true;
+        t.Start();
     }
 
     static void Map(EmberServer server)

@@ -3,12 +3,18 @@
     python3 samples/python/ember_ref.py [port]      (default 8080; 0 = pick a free port)
 
 Env: EMBER_DISPATCH=inline|pool (default pool), EMBER_WORKERS=N (default 0 = cores).
+EMBER_TLS_CERT + EMBER_TLS_KEY (PEM files): also listen with TLS on EMBER_TLS_PORT (default 0)
+and print a second line `listening on https://127.0.0.1:PORT`. EMBER_ACCESS_LOG=<file>
+(EMBER_ACCESS_LOG_FORMAT=combined|json). /metrics is the engine's. SIGHUP reloads the
+certificates and reopens the access log.
 """
 
 import asyncio
+import hashlib
 import json
 import logging
 import os
+import signal
 import sys
 import threading
 
@@ -23,6 +29,8 @@ from ember import Response
 
 HELLO = Response(b'{"code": 1, "msg": "Hello WebAPI"}', content_type="application/json")
 MAX_SLOW_MS = 600_000
+MAX_STREAM_WRITES = 1048576
+MAX_STREAM_SIZE = 1048576
 
 
 def json_response(obj, status=200):
@@ -41,7 +49,14 @@ def build_app() -> ember.Server:
         handler_timeout=3.0,
         max_header_bytes=16384,
         max_headers=100,
+        metrics_path="/metrics",
+        access_log=os.environ.get("EMBER_ACCESS_LOG") or None,
+        access_log_format=os.environ.get("EMBER_ACCESS_LOG_FORMAT", "combined"),
+        max_stream_body_bytes=4 << 30,
     )
+    if os.environ.get("EMBER_TLS_CERT") and os.environ.get("EMBER_TLS_KEY"):
+        app.listen_tls(int(os.environ.get("EMBER_TLS_PORT", "0") or 0),
+                       tls=ember.TlsConfig(os.environ["EMBER_TLS_CERT"], os.environ["EMBER_TLS_KEY"]))
 
     @app.get("/")
     def hello(req):
@@ -87,6 +102,53 @@ def build_app() -> ember.Server:
     @app.get("/fail")
     def fail(req):
         raise RuntimeError("this handler always fails")
+
+    # -- streaming and WebSocket (issue 8) ------------------------------------------------
+    @app.get("/sse")
+    async def sse(req):
+        # The SSE helper: retry first, then events 1..3 100 ms apart, resuming after the
+        # client's Last-Event-ID. Coroutine-based, so no thread waits during the pauses.
+        async with ember.sse.EventStream(req, retry=1000) as events:
+            last = events.last_event_id or ""
+            n = int(last) + 1 if last.isascii() and last.isdigit() else 1
+            while n <= 3:
+                await events.send({"n": n}, event="tick", id=n)
+                n += 1
+                if n <= 3:
+                    await asyncio.sleep(0.1)
+
+    @app.get("/stream")
+    def stream(req):
+        n, size = req.query.get("n", ""), req.query.get("size", "")
+        if not (n.isascii() and n.isdigit() and size.isascii() and size.isdigit()) \
+                or int(n) > MAX_STREAM_WRITES or not 1 <= int(size) <= MAX_STREAM_SIZE:
+            return json_response({"error": "expected n=0..1048576&size=1..1048576"}, status=400)
+        n, size = int(n), int(size)
+
+        def writes():
+            # One write per item; the binding pumps it on the engine's writable notices,
+            # so nothing is produced ahead of what the client takes.
+            for i in range(n):
+                yield bytes((97 + i % 26,)) * size
+        return ember.StreamingResponse(writes(), content_type="application/octet-stream")
+
+    @app.post("/upload", stream_body=True)
+    def upload(req):
+        # The body in 64 KiB pieces, never whole; the engine answers 413 past the limit.
+        digest, count = hashlib.sha256(), 0
+        for piece in req.stream:
+            digest.update(piece)
+            count += len(piece)
+        return json_response({"bytes": count, "sha256": digest.hexdigest()})
+
+    @app.websocket("/ws")
+    async def ws_echo(ws):
+        async for message in ws:  # str for text, bytes for binary: sent back the same kind
+            await ws.send(message)
+
+    # The chat in the callback form: each message goes to the whole group /ws/chat,
+    # sender included, as one frame encoded once by the engine.
+    app.websocket("/ws/chat", on_message=lambda ws, message: app.broadcast("/ws/chat", message))
 
     # Static files, compression, the output cache, CORS and filtering are the engine's.
     www = os.environ.get("EMBER_WWW") or "samples/www"
@@ -152,10 +214,28 @@ def main() -> int:
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     port = int(sys.argv[1]) if len(sys.argv) > 1 else 8080
     app = build_app()
+
+    def ready(p):
+        print(f"listening on http://127.0.0.1:{p}", flush=True)
+        for tls_port in app.tls_ports:
+            print(f"listening on https://127.0.0.1:{tls_port}", flush=True)
+
+    def on_hup(signum, frame):
+        # Renewed certificates and logrotate need no restart.
+        try:
+            if app.tls_ports:
+                app.reload_tls()
+            if os.environ.get("EMBER_ACCESS_LOG"):
+                app.reopen_access_log()
+        except ember.EmberError as e:
+            print(f"ember_ref: SIGHUP: {e}", file=sys.stderr)
+
+    if hasattr(signal, "SIGHUP"):
+        signal.signal(signal.SIGHUP, on_hup)
     try:
-        # Until SIGINT / SIGTERM, then a graceful stop. The line is printed from `ready`,
+        # Until SIGINT / SIGTERM, then a graceful stop. The lines are printed from `ready`,
         # when the signal handlers are already installed.
-        app.run(port, ready=lambda p: print(f"listening on http://127.0.0.1:{p}", flush=True))
+        app.run(port, ready=ready)
     except ember.EmberError as e:
         print(f"ember_ref: {e}", file=sys.stderr)
         return 1

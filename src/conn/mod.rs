@@ -5,11 +5,13 @@
 mod io;
 mod rawsock;
 mod sniff;
+pub(crate) mod stream;
 mod watchdog;
 
 use crate::connstate::ConnState;
 use crate::engine::Run;
 use crate::service;
+use crate::tls::TlsSite;
 use hyper_util::rt::TokioIo;
 use io::Watched;
 use std::net::SocketAddr;
@@ -26,6 +28,8 @@ use watchdog::{check, tick, Clock, Verdict};
 const POLITE_GRACE: Duration = Duration::from_secs(1);
 
 /// Serves one TCP connection until it closes, the watchdog ends it, or the runtime stops.
+/// `tls`: the connection is a TLS listener's (its handshake comes first, after a PROXY
+/// header if the listener expects one).
 pub(crate) async fn serve(
     mut stream: TcpStream,
     peer: SocketAddr,
@@ -33,7 +37,9 @@ pub(crate) async fn serve(
     run: Arc<Run>,
     shutdown: watch::Receiver<bool>,
     open: Box<dyn Send + Sync>,
+    tls: Option<Arc<TlsSite>>,
 ) {
+    let secure = tls.is_some();
     let mut client = None;
     if proxy_protocol {
         // Only a trusted peer may say who the client is (when trust is configured at all).
@@ -48,12 +54,12 @@ pub(crate) async fn serve(
             Err(_) => return,
         }
     }
-    let state = ConnState::new(peer, client, open);
+    let state = ConnState::new(peer, client, open, secure);
     let raw = rawsock::raw_of(&stream);
     let polite = Arc::new(Notify::new());
     let mut clock = Clock::new();
     let last_word = {
-        let work = drive_tcp(stream, state.clone(), run.clone(), shutdown, polite.clone());
+        let work = drive_any(stream, tls, state.clone(), run.clone(), shutdown, polite.clone());
         tokio::pin!(work);
         let sleep = tokio::time::sleep(Duration::from_secs(3600));
         tokio::pin!(sleep);
@@ -80,6 +86,9 @@ pub(crate) async fn serve(
                     sleep.as_mut().reset(tokio::time::Instant::now() + POLITE_GRACE);
                 }
                 Verdict::Idle | Verdict::Close => break None,
+                // The raw socket of a TLS connection carries records, not text: a
+                // plaintext 408 there would be garbage to the client, so it is only closed.
+                Verdict::Timeout408 if secure => break None,
                 // Taken while hyper still owns the socket; used once hyper is dropped.
                 Verdict::Timeout408 => break rawsock::duplicate(raw).ok(),
             }
@@ -96,12 +105,22 @@ pub(crate) async fn serve(
     }
 }
 
+async fn drive_any(stream: TcpStream, tls: Option<Arc<TlsSite>>, state: Arc<ConnState>, run: Arc<Run>, shutdown: watch::Receiver<bool>, polite: Arc<Notify>) {
+    match tls {
+        #[cfg(feature = "tls")]
+        Some(site) => crate::tls::accept::drive_tls(stream, site, state, run, shutdown, polite).await,
+        #[cfg(not(feature = "tls"))]
+        Some(never) => match *never {},
+        None => drive_tcp(stream, state, run, shutdown, polite).await,
+    }
+}
+
 async fn drive_tcp(stream: TcpStream, state: Arc<ConnState>, run: Arc<Run>, shutdown: watch::Receiver<bool>, polite: Arc<Notify>) {
     let is_h2 = match sniff::is_h2(&stream, &state).await {
         Ok(Some(h2)) => h2,
         _ => return,
     };
-    drive(stream, is_h2, state, run, shutdown, polite).await
+    drive(stream::Stream::Plain(stream), is_h2, state, run, shutdown, polite).await
 }
 
 /// Runs hyper over any byte stream whose protocol is known.

@@ -114,6 +114,8 @@ pub const EMBER_ROUTE_POOL: u32 = 2;
 pub const EMBER_REQUEST_BODY_STREAMED: u32 = 1;
 /// `ember_request_info.flags`: a WebSocket upgrade request (seen by `on_open`).
 pub const EMBER_REQUEST_WEBSOCKET: u32 = 2;
+/// `ember_request_info.flags`: the request came through a TLS listener (HTTPS, WSS).
+pub const EMBER_REQUEST_TLS: u32 = 4;
 
 /// Events (`ember_event_fn`): a refused write may now go through.
 pub const EMBER_EVENT_WRITABLE: i32 = 1;
@@ -133,6 +135,16 @@ pub const EMBER_LOG_ERROR: i32 = 1;
 pub const EMBER_LOG_WARN: i32 = 2;
 pub const EMBER_LOG_INFO: i32 = 3;
 pub const EMBER_LOG_DEBUG: i32 = 4;
+/// The level of access log lines sent to the log callback (`ember_server_set_access_log`
+/// with a NULL path). Not a threshold: they arrive whatever level the callback has.
+pub const EMBER_LOG_ACCESS: i32 = 5;
+
+/// `ember_server_set_access_log`: no access log (the default).
+pub const EMBER_ACCESS_LOG_OFF: i32 = 0;
+/// `ember_server_set_access_log`: Apache's Combined Log Format.
+pub const EMBER_ACCESS_LOG_COMBINED: i32 = 1;
+/// `ember_server_set_access_log`: one JSON object per line.
+pub const EMBER_ACCESS_LOG_JSON: i32 = 2;
 
 /// `ember_server_wait` timeout meaning "no timeout".
 pub const EMBER_WAIT_FOREVER: u32 = u32::MAX;

@@ -20,8 +20,9 @@ class App:
     """The running app: tests read .port / .url / .host at use time (they change on restart)."""
     host = "127.0.0.1"
 
-    def __init__(self, cmdline):
+    def __init__(self, cmdline, env=None):
         self.cmdline = cmdline
+        self.extra_env = dict(env or {})
         self.argv = shlex.split(cmdline) + ["0"]
         self.proc = None
         self.port = None
@@ -36,7 +37,7 @@ class App:
             # restore_signals (default) gives the app default SIGPIPE handling, like a shell would
             self.proc = subprocess.Popen(self.argv, cwd=REPO_ROOT, stdin=subprocess.DEVNULL,
                                          stdout=subprocess.PIPE, stderr=self.stderr_file,
-                                         env=dict(os.environ), start_new_session=True)
+                                         env=dict(os.environ, **self.extra_env), start_new_session=True)
         except OSError as e:
             pytest.fail("could not start EMBER_APP %r: %s" % (self.cmdline, e), pytrace=False)
         first = []
@@ -70,6 +71,20 @@ class App:
     def _drain(self):
         for raw in iter(self.proc.stdout.readline, b""):
             self.stdout_lines.append(raw.decode("utf-8", "replace").rstrip("\r\n"))
+
+    def wait_line(self, pattern, timeout=10):
+        """The first match of a regex on an stdout line after the first (e.g. the
+        `listening on https://...` line of an app started with TLS)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for line in list(self.stdout_lines):
+                m = re.match(pattern, line)
+                if m:
+                    return m
+            if not self.alive():
+                break
+            time.sleep(0.02)
+        return None
 
     def alive(self):
         return self.proc.poll() is None

@@ -271,6 +271,19 @@ def test_a_large_streamed_answer_to_a_slow_reader_arrives_whole(wsgi):
     assert total == len(chunk) * 320
 
 
+def test_pool_routes_ask_the_engine_never_to_run_the_app_inline():
+    # The app blocks on its own streamed answer (and body): under the engine's auto
+    # dispatch only EMBER_ROUTE_POOL keeps it off its connection's I/O thread.
+    from ember import _lib
+
+    pool = WSGIServer(lambda e, s: [], port=0)
+    flags = [r.flags for r in pool.server._routes]
+    assert flags and all(f & _lib.ROUTE_POOL for f in flags)
+    assert any(f & _lib.ROUTE_STREAM_BODY for f in flags)
+    inline = WSGIServer(lambda e, s: [], port=0, dispatch="inline")
+    assert all(r.flags == 0 for r in inline.server._routes)
+
+
 def test_file_wrapper_sends_the_whole_file(wsgi, tmp_path):
     data = bytes(range(256)) * 10000
     path = tmp_path / "blob.bin"

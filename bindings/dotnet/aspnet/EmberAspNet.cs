@@ -3,11 +3,17 @@
 // Options (all optional but --root): --dispatch pool|inline, --workers N, --pool-threads N,
 // --max-body BYTES, --max-header-bytes N, --max-headers N, --header-timeout MS,
 // --idle-timeout MS, --handler-timeout MS, --warmup PATH (repeatable: fetched once before the
-// "listening" line, so the first client does not wait for ASP.NET to compile), --quiet.
+// "listening" line, so the first client does not wait for ASP.NET to compile), --quiet,
+// --tls-cert FILE --tls-key FILE [--tls-port N] (a TLS listener too, HTTP/2 by ALPN; env
+// EMBER_TLS_CERT / EMBER_TLS_KEY / EMBER_TLS_PORT), --access-log FILE [--access-log-format
+// combined|json] (env EMBER_ACCESS_LOG / EMBER_ACCESS_LOG_FORMAT), --metrics PATH (Prometheus
+// text answered by the engine, off by default: the application may own every path).
 // A bare trailing number is the port too (so `... --root site 0` works like the reference apps).
 // Env EMBER_DISPATCH / EMBER_WORKERS apply when the options are not given.
-// The first stdout line is "listening on http://HOST:PORT". SIGTERM / SIGINT stop it gracefully
-// (exit code 0).
+// The first stdout line is "listening on http://HOST:PORT", then "listening on https://HOST:PORT"
+// with TLS. SIGTERM / SIGINT stop it gracefully (exit code 0); SIGHUP (Mono on Unix) reloads the
+// certificate files and reopens the access log. A certificate that cannot be read
+// stops it with exit code 1 and the file named.
 using System;
 using System.Collections.Generic;
 using System.Globalization;
@@ -23,7 +29,9 @@ static class EmberAspNetMain
     const string Usage =
         "usage: EmberAspNet.exe --root DIR [--port N] [--vpath /] [--host ADDR] [--dispatch pool|inline]\n" +
         "       [--workers N] [--pool-threads N] [--max-body BYTES] [--max-header-bytes N] [--max-headers N]\n" +
-        "       [--header-timeout MS] [--idle-timeout MS] [--handler-timeout MS] [--warmup PATH]... [--quiet] [PORT]";
+        "       [--header-timeout MS] [--idle-timeout MS] [--handler-timeout MS] [--warmup PATH]... [--quiet]\n" +
+        "       [--tls-cert FILE --tls-key FILE [--tls-port N]] [--access-log FILE [--access-log-format combined|json]]\n" +
+        "       [--metrics PATH] [PORT]";
 
     static int Main(string[] args)
     {
@@ -34,6 +42,11 @@ static class EmberAspNetMain
         var o = new EmberOptions { LogLevel = EmberLogLevel.Info };
         string dispatch = Environment.GetEnvironmentVariable("EMBER_DISPATCH");
         string workers = Environment.GetEnvironmentVariable("EMBER_WORKERS");
+        string tlsCert = Environment.GetEnvironmentVariable("EMBER_TLS_CERT");
+        string tlsKey = Environment.GetEnvironmentVariable("EMBER_TLS_KEY");
+        string tlsPort = Environment.GetEnvironmentVariable("EMBER_TLS_PORT");
+        string accessLog = Environment.GetEnvironmentVariable("EMBER_ACCESS_LOG");
+        string accessFormat = Environment.GetEnvironmentVariable("EMBER_ACCESS_LOG_FORMAT");
         try
         {
             for (int i = 0; i < args.Length; i++)
@@ -61,6 +74,12 @@ static class EmberAspNetMain
                     case "--handler-timeout": o.HandlerTimeout = TimeSpan.FromMilliseconds(Long(next(), a)); break;
                     case "--warmup": warmups.Add(next()); break;
                     case "--quiet": quiet = true; break;
+                    case "--tls-cert": tlsCert = next(); break;
+                    case "--tls-key": tlsKey = next(); break;
+                    case "--tls-port": tlsPort = next(); break;
+                    case "--access-log": accessLog = next(); break;
+                    case "--access-log-format": accessFormat = next(); break;
+                    case "--metrics": o.MetricsPath = next(); break;
                     case "-h": case "--help": Console.WriteLine(Usage); return 0;
                     default:
                         if (a.Length > 0 && char.IsDigit(a[0]) && i == args.Length - 1) { port = Int(a, 0, 65535, "port"); break; }
@@ -71,6 +90,24 @@ static class EmberAspNetMain
             if (dispatch == "inline") o.Dispatch = EmberDispatch.Inline;
             else if (dispatch != null && dispatch != "pool") throw new ArgumentException("--dispatch must be pool or inline");
             if (workers != null) o.Workers = Int(workers, 0, 1024, "workers");
+            if (!string.IsNullOrEmpty(accessLog)) o.AccessLogPath = accessLog;
+            if (accessFormat == "json") o.AccessLogFormat = EmberAccessLogFormat.Json;
+            else if (!string.IsNullOrEmpty(accessFormat) && accessFormat != "combined")
+                throw new ArgumentException("--access-log-format must be combined or json");
+            if (string.IsNullOrEmpty(tlsCert) != string.IsNullOrEmpty(tlsKey))
+                throw new ArgumentException("--tls-cert and --tls-key go together");
+            if (!string.IsNullOrEmpty(tlsCert))
+            {
+                int tp = string.IsNullOrEmpty(tlsPort) ? 0 : Int(tlsPort, 0, 65535, "--tls-port");
+                string addr = (o.Host.IndexOf(':') >= 0 ? "[" + o.Host + "]" : o.Host) + ":" + tp;
+                try { o.TlsListeners.Add(new EmberTlsListener(addr, new EmberTlsConfig(tlsCert, tlsKey))); }
+                catch (EmberException e)
+                {
+                    // The message names the file that could not be used.
+                    Console.Error.WriteLine("EmberAspNet: " + e.Message);
+                    return 1;
+                }
+            }
         }
         catch (ArgumentException e)
         {
@@ -108,8 +145,20 @@ static class EmberAspNetMain
             if (shown == "0.0.0.0") shown = "127.0.0.1";
             foreach (string w in warmups) Warm("http://" + shown + ":" + bound + w);
             Console.Out.WriteLine("listening on http://" + shown + ":" + bound);
+            if (o.TlsListeners.Count > 0) Console.Out.WriteLine("listening on https://" + shown + ":" + host.Server.TlsPorts[0]);
             Console.Out.Flush();
             if (!quiet) Console.Error.WriteLine("EmberAspNet: serving " + host.PhysicalPath + " at " + host.VirtualPath);
+            EmberServer server = host.Server;
+            OnSighup(() =>
+            {
+                // Renewed certificates and logrotate: neither needs a restart.
+                try
+                {
+                    if (server.TlsPorts.Count > 0) server.ReloadTls();
+                    if (o.AccessLogPath != null) server.ReopenAccessLog();
+                }
+                catch (Exception e) { Console.Error.WriteLine("EmberAspNet: SIGHUP: " + e.Message); }
+            });
 
             string why = waitForStop();
             Console.Error.WriteLine("EmberAspNet: " + why + ", stopping");
@@ -150,6 +199,29 @@ static class EmberAspNetMain
         if (!long.TryParse(s, NumberStyles.None, CultureInfo.InvariantCulture, out v))
             throw new ArgumentException(what + " must be a non-negative number");
         return v;
+    }
+
+    /// <summary>Runs <paramref name="action"/> on each SIGHUP (Mono on Unix; nothing elsewhere).</summary>
+    static void OnSighup(Action action)
+    {
+        const string posix = ", Mono.Posix, Version=4.0.0.0, Culture=neutral, PublicKeyToken=0738eb9f132ed756";
+        Type unixSignal = Type.GetType("Mono.Unix.UnixSignal" + posix, false);
+        Type signum = Type.GetType("Mono.Unix.Native.Signum" + posix, false);
+        if (unixSignal == null || signum == null) return;
+        object hup = Activator.CreateInstance(unixSignal, Enum.Parse(signum, "SIGHUP"));
+        MethodInfo wait = unixSignal.GetMethod("WaitOne", Type.EmptyTypes);
+        MethodInfo reset = unixSignal.GetMethod("Reset", Type.EmptyTypes);
+        var t = new Thread(() =>
+        {
+            for (;;)
+            {
+                wait.Invoke(hup, null);
+                reset.Invoke(hup, null);
+                action();
+            }
+        });
+        t.IsBackground = true;
+        t.Start();
     }
 
     /// <summary>SIGTERM / SIGINT under Mono (Mono.Posix through reflection), Ctrl+C elsewhere.</summary>

@@ -26,13 +26,15 @@ namespace Ember
         Warn = 2,
         Info = 3,
         Debug = 4,
+        /// <summary>An access log line (Options.AccessLogToLogEvent); arrives whatever LogLevel is.</summary>
+        Access = 5,
     }
 
     /// <summary>
     /// Server settings, read at each <see cref="EmberServer.Start()"/>. Null / unset values keep
     /// the engine's defaults.
     /// </summary>
-    public sealed class EmberOptions
+    public sealed partial class EmberOptions
     {
         public EmberOptions()
         {

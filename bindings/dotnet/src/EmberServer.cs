@@ -260,6 +260,7 @@ namespace Ember
                         ports[i] = p;
                     }
                     _ports = ports;
+                    _tlsPorts = TlsSetup.Ports(h, addresses.Length, _options);
                 }
                 catch
                 {
@@ -296,6 +297,7 @@ namespace Ember
             if (o.WebSocketMaxConnections.HasValue) Limit(h, NativeMethods.EMBER_LIMIT_WS_MAX_CONNECTIONS, o.WebSocketMaxConnections.Value);
             Native.Check(NativeMethods.ember_server_set_log(h, inst.LogThunk, IntPtr.Zero, (int)o.LogLevel), "ember_server_set_log");
             ThreadHooks.Apply(h);
+            TlsSetup.Configure(h, o);
         }
 
         static void Limit(EmberServerHandle h, int limit, long value)
@@ -432,7 +434,7 @@ namespace Ember
         internal void RaiseLog(EmberLogLevel level, string message, Exception ex)
         {
             var onLog = Log;
-            if (onLog == null || level > _options.LogLevel) return;
+            if (onLog == null || (level > _options.LogLevel && level != EmberLogLevel.Access)) return;
             try { onLog(this, new EmberLogEventArgs(level, message, ex)); }
             catch { }
         }

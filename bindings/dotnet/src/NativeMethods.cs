@@ -106,7 +106,7 @@ namespace Ember.Interop
     }
 
     [SuppressUnmanagedCodeSecurity]
-    internal static unsafe class NativeMethods
+    internal static unsafe partial class NativeMethods
     {
         /// <summary>Resolved as ember.dll (Windows), libember.so (Linux, also via Ember.dll.config
         /// under Mono), libember.dylib (macOS).</summary>

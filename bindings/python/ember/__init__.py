@@ -13,12 +13,22 @@
 
 from ._front import CACHE_HEADER, compression_codings
 from ._lib import candidates as library_candidates
-from .errors import EmberError
+from .body import AsyncBodyStream, BodyStream
+from .errors import (BodyTooLarge, BodyTooSlow, ClientDisconnected, EmberError, ReadTimeout, StreamClosed,
+                     WebSocketClosed, WouldBlock, WriteTimeout)
 from .request import Deferred, Headers, Request
 from .response import Response
 from .server import Server
+from .tls import TlsConfig
+from .streaming import AsyncResponseStream, ResponseStream, StreamingResponse
+from .websocket import AsyncWebSocket, WebSocket
+from . import sse
 
-__all__ = ["Server", "Request", "Response", "Headers", "Deferred", "EmberError",
+__all__ = ["Server", "Request", "Response", "Headers", "Deferred", "EmberError", "TlsConfig",
+           "StreamingResponse", "ResponseStream", "AsyncResponseStream", "BodyStream", "AsyncBodyStream",
+           "WebSocket", "AsyncWebSocket", "sse",
+           "ClientDisconnected", "StreamClosed", "WriteTimeout", "ReadTimeout", "WouldBlock", "BodyTooLarge",
+           "BodyTooSlow", "WebSocketClosed",
            "engine_version", "abi_version", "library_candidates", "CACHE_HEADER",
            "compression_codings"]
 

@@ -66,26 +66,60 @@ class LoopRunner:
             self._spawn(*pending.popleft())
 
     def _spawn(self, fn: Callable | None, request: Request, awaitable: Any) -> None:
+        events = request._events
+        if events is not None and events.aborted:
+            # The client left (or the handler timeout answered) before the coroutine began.
+            if awaitable is not None and hasattr(awaitable, "close"):
+                awaitable.close()
+            return
         try:
             aw = awaitable if awaitable is not None else fn(request)
             task = self.loop.create_task(self._run(aw, request))
         except BaseException:
             fail(request.handle, request)
             return
+        if events is not None:
+            events.task = task  # the abort cancels it
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    def spawn(self, coro_fn: Callable[..., Any], *args: Any) -> None:
+        """Runs ``coro_fn(*args)`` as a task on the loop (from any thread)."""
+        def start() -> None:
+            task = self.loop.create_task(coro_fn(*args))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        self.loop.call_soon_threadsafe(start)
+
     @staticmethod
     async def _run(aw: Any, request: Request) -> None:
+        from ._pump import after_stream, handler_failed, stream_async
+        from .streaming import STREAM_TYPES
+
         try:
             result = await aw
         except asyncio.CancelledError:
-            # Only cancelled when the server has shut down: nobody is left to answer.
+            # Cancelled for the request's abort (the client left, the handler timeout
+            # answered) or the server's shutdown: nobody is left to answer.
+            stream = request._stream
+            if stream is not None and not stream.closed:
+                events = request._events
+                if events is not None and events.aborted:
+                    stream.closed = True  # the engine ended it
+                else:
+                    stream.abort()
             return
-        except BaseException:
-            fail(request.handle, request)
+        except BaseException as e:
+            handler_failed(request.handle, request, e)
+            return
+        stream = request._stream
+        if stream is not None:
+            after_stream(stream, result)
             return
         if result is None and request._deferred is not None:
+            return
+        if type(result) in STREAM_TYPES:
+            await stream_async(request, result)
             return
         answer(request.handle, result, request)
 

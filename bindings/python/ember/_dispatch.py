@@ -9,14 +9,20 @@ import inspect
 import logging
 import threading
 import weakref
-from typing import Callable
+from typing import Any, Callable
 
 from . import _lib
 from ._async import LoopRunner
+from ._events import events_of
 from .request import Request
-from .response import _QUIET, INTERNAL_ERROR, NOCOPY_MIN, Response, describe, encode, fail, send
+from .response import _QUIET, INTERNAL_ERROR, NOCOPY_MIN, Response, answer, describe, encode, send
+from ._pump import after_stream, handler_failed, stream_async, stream_sync
+from .streaming import STREAM_TYPES, is_async_stream
 
 log = logging.getLogger("ember")
+#: Access log lines, when the access log goes to logging (``Server(access_log=True)``).
+access_log = logging.getLogger("ember.access")
+LOG_ACCESS = 5
 
 # Threads the engine runs callbacks on (registered by the thread start hook). A stop
 # called on one of them must not block: it would wait for the very handler calling it.
@@ -44,7 +50,10 @@ def engine_min_level() -> int:
 def _on_log(_user_data: int, level: int, msg: int, length: int) -> None:
     try:
         text = _lib.string_at(msg, length).decode("utf-8", "replace") if length else ""
-        log.log(_LEVELS.get(level, logging.INFO), "%s", text)
+        if level == LOG_ACCESS:
+            access_log.info("%s", text)
+        else:
+            log.log(_LEVELS.get(level, logging.INFO), "%s", text)
     except BaseException:  # nothing may escape into the engine's thread
         pass
 
@@ -77,8 +86,17 @@ THREAD_START_CB = _lib.THREAD_FN(_on_thread_start)
 THREAD_STOP_CB = _lib.THREAD_FN(_on_thread_stop)
 
 
-def make_dispatch(table: list, runner: LoopRunner) -> Callable[[int, int, int], None]:
-    """The function behind the server's single handler callback."""
+# How a route's handler runs (the second item of its table entry).
+SYNC = 0      # on the engine thread that called
+ASYNC = 1     # a coroutine on the asyncio loop; cancelled when the request is aborted
+OFFLOAD = 2   # a sync stream-body handler under inline dispatch: on a binding thread,
+              # since reading the body waits for the client and an I/O thread must not
+
+
+def make_dispatch(table: list, runner: LoopRunner,
+                  offload: Callable[..., Any] | None = None) -> Callable[[int, int, int], None]:
+    """The function behind the server's single handler callback. ``offload(fn, *args)``
+    runs a call on a binding thread (OFFLOAD routes)."""
     respond = _lib.lib.ember_request_respond
     nocopy_min = NOCOPY_MIN
     OK = _lib.OK
@@ -88,13 +106,18 @@ def make_dispatch(table: list, runner: LoopRunner) -> Callable[[int, int, int], 
     def on_request(slot: int, handle: int, info: int) -> None:
         request = None
         try:
-            fn, is_async = table[slot]
+            fn, mode = table[slot]
             request = Request(handle, info)
-            if is_async:
+            if mode:
                 request._detach()
-                submit(fn, request)
+                if mode == ASYNC:
+                    watch(request, runner)
+                    submit(fn, request)
+                else:
+                    offload(run_detached, fn, request, runner)
                 return
             result = fn(request)
+            stream = request._stream
             # A request the handler kept (stored, captured, deferred) must not point into
             # engine memory after the answer, so it is copied out first. Whether it was
             # kept is asked of a weak reference once ours is dropped: exact where objects
@@ -106,12 +129,21 @@ def make_dispatch(table: list, runner: LoopRunner) -> Callable[[int, int, int], 
             if request is not None:
                 request._detach()
             if type(result) is not Response:
+                if stream is not None:
+                    after_stream(stream, result)
+                    return
                 if result is None and request is not None and request._deferred is not None:
+                    return
+                if type(result) in STREAM_TYPES:
+                    if request is None:
+                        request = Request(handle, info)  # not answered yet: the views still hold
+                    start_stream(request, result, runner)
                     return
                 if inspect.isawaitable(result):
                     if request is None:
-                        request = Request(handle, info)  # not answered yet: the views still hold
+                        request = Request(handle, info)
                     request._detach()
+                    watch(request, runner)
                     submit(None, request, result)
                     return
                 status, head, body = encode(result)
@@ -124,15 +156,53 @@ def make_dispatch(table: list, runner: LoopRunner) -> Callable[[int, int, int], 
                 rc = send(handle, status, head, body)
             if rc != OK:
                 respond_failed(rc, handle, status, head, body, request)
-        except BaseException:
+        except BaseException as e:
             try:
-                if request is not None:
-                    request._detach()
-                fail(handle, request)
+                if request is None:
+                    request = Request(handle, info)
+                handler_failed(handle, request, e)
             except BaseException:
                 pass
 
     return on_request
+
+
+def watch(request: Request, runner: LoopRunner) -> None:
+    """Listens for the request's events on behalf of its coroutine: the abort cancels it."""
+    events_of(request, runner.loop)
+
+
+def start_stream(request: Request, result: Any, runner: LoopRunner) -> None:
+    """A handler returned a generator / async generator / StreamingResponse."""
+    if is_async_stream(result):
+        request._detach()
+        watch(request, runner)
+        runner.submit(None, request, stream_async(request, result))
+    else:
+        stream_sync(request, result)
+
+
+def run_detached(fn: Callable[[Request], Any], request: Request, runner: LoopRunner) -> None:
+    """Runs a sync handler away from the engine's thread (OFFLOAD) and answers for it."""
+    try:
+        result = fn(request)
+        stream = request._stream
+        if stream is not None:
+            after_stream(stream, result)
+        elif result is None and request._deferred is not None:
+            return
+        elif type(result) in STREAM_TYPES:
+            start_stream(request, result, runner)
+        elif inspect.isawaitable(result):
+            watch(request, runner)
+            runner.submit(None, request, result)
+        else:
+            answer(request.handle, result, request)
+    except BaseException as e:
+        try:
+            handler_failed(request.handle, request, e)
+        except BaseException:
+            pass
 
 
 def respond_failed(rc: int, handle: int, status: int, head: bytes, body: bytes, request: Request) -> None:

@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 from . import _lib
 from .response import _QUIET
-from ._stream import ROUTE_STREAM_BODY as _ROUTE_STREAM_BODY
+from ._stream import ROUTE_POOL as _ROUTE_POOL, ROUTE_STREAM_BODY as _ROUTE_STREAM_BODY
 from .server import Server
 
 log = logging.getLogger("ember")
@@ -50,8 +50,13 @@ class AppServer:
         self._server = Server(workers=workers, dispatch=dispatch, pool_threads=pool_threads, loop=loop, **limits)
         self._started = False
 
-    def _install(self, stream_bodies: bool) -> None:
+    def _install(self, stream_bodies: bool, blocking: bool = False) -> None:
         callback = self._make_callback()
+        # ``blocking``: the callback waits on its own streamed answer, which its
+        # connection's I/O thread must drain, so the engine must never run it there
+        # (EMBER_ROUTE_POOL: the engine's auto dispatch would otherwise run quick
+        # handlers inline; pool dispatch always uses the pool anyway).
+        base = _ROUTE_POOL if blocking else 0
         # Every path ("/" apart because the wildcard needs at least one character).
         # ``stream_bodies``: requests of methods that carry bodies (POST, PUT, PATCH, any
         # other) start once their head is in and read the body as it comes; GET, HEAD,
@@ -59,10 +64,10 @@ class AppServer:
         # struct and reading costs no engine call.
         for pattern in ("/", "/{*path}"):
             if stream_bodies:
-                self._server._add_raw_route(["GET", "DELETE", "OPTIONS"], pattern, callback)
-                self._server._add_raw_route(None, pattern, callback, flags=_ROUTE_STREAM_BODY)
+                self._server._add_raw_route(["GET", "DELETE", "OPTIONS"], pattern, callback, flags=base)
+                self._server._add_raw_route(None, pattern, callback, flags=base | _ROUTE_STREAM_BODY)
             else:
-                self._server._add_raw_route(None, pattern, callback)
+                self._server._add_raw_route(None, pattern, callback, flags=base)
 
     def _make_callback(self) -> Callable[[int, int, int], None]:
         raise NotImplementedError

@@ -42,6 +42,8 @@ ERR_NOT_FOUND = -10
 ERR_BUFFER_TOO_SMALL = -11
 ERR_PANIC = -12
 ERR_RUNTIME = -13
+ERR_WOULD_BLOCK = -14
+ERR_TOO_LARGE = -15
 
 DISPATCH_INLINE = 0
 DISPATCH_POOL = 1
@@ -62,6 +64,29 @@ LOG_DEBUG = 4
 WAIT_FOREVER = 0xFFFFFFFF
 
 LISTEN_REUSE_PORT = 1
+LISTEN_PROXY_PROTOCOL = 2
+
+# Streaming (ABI 3). The streamed-answer and body-reading functions that the ASGI and WSGI
+# adapters also use are declared once, in _stream.py; the rest are declared below.
+LIMIT_STREAM_QUEUE_BYTES = 12
+LIMIT_WS_MAX_MESSAGE_BYTES = 13
+LIMIT_WS_QUEUE_BYTES = 14
+LIMIT_WS_PING_INTERVAL_MS = 15
+LIMIT_WS_MAX_CONNECTIONS = 16
+LIMIT_MAX_STREAM_BODY_BYTES = 17
+
+ROUTE_STREAM_BODY = 1
+ROUTE_POOL = 2
+REQUEST_BODY_STREAMED = 1
+REQUEST_WEBSOCKET = 2
+
+EVENT_WRITABLE = 1
+EVENT_READABLE = 2
+EVENT_ABORTED = 3
+EVENT_COMPLETED = 4
+
+WS_TEXT = 1
+WS_BINARY = 2
 
 
 def _library_name() -> str:
@@ -230,6 +255,25 @@ RELEASE_FN = CFUNCTYPE(None, c_size_t)
 LOG_FN = CFUNCTYPE(None, c_size_t, c_int32, c_void_p, c_size_t)
 THREAD_FN = CFUNCTYPE(None, c_size_t)
 
+# WebSocket callbacks; user_data is the endpoint's number, as for routes. Pointers that
+# Python reads with string_at are declared c_void_p (an int), not c_char_p (which would
+# copy up to a NUL).
+WS_OPEN_FN = CFUNCTYPE(None, c_size_t, c_uint64, c_size_t)
+WS_MESSAGE_FN = CFUNCTYPE(None, c_size_t, c_uint64, c_int32, c_void_p, c_size_t)
+WS_CLOSE_FN = CFUNCTYPE(None, c_size_t, c_uint64, c_uint16, c_void_p, c_size_t)
+WS_WRITABLE_FN = CFUNCTYPE(None, c_size_t, c_uint64)
+
+
+class WsHandlers(Structure):
+    """``ember_ws_handlers``."""
+    _fields_ = [
+        ("size", c_size_t),
+        ("on_open", WS_OPEN_FN),
+        ("on_message", WS_MESSAGE_FN),
+        ("on_close", WS_CLOSE_FN),
+        ("on_writable", WS_WRITABLE_FN),
+    ]
+
 _server_p = POINTER(Server)
 
 _PROTOTYPES = {
@@ -260,6 +304,17 @@ _PROTOTYPES = {
     "ember_request_respond": (c_int32, [c_uint64, c_uint16, c_char_p, c_size_t, c_char_p, c_size_t]),
     "ember_request_respond_nocopy": (c_int32, [c_uint64, c_uint16, c_char_p, c_size_t, c_char_p,
                                                c_size_t, RELEASE_FN, c_size_t]),
+    "ember_response_write_nocopy": (c_int32, [c_uint64, c_char_p, c_size_t, RELEASE_FN, c_size_t]),
+    "ember_response_abort": (c_int32, [c_uint64]),
+    "ember_server_websocket": (c_int32, [_server_p, c_char_p, POINTER(WsHandlers), c_size_t, RELEASE_FN]),
+    "ember_ws_accept": (c_int32, [c_uint64, c_char_p, c_size_t]),
+    "ember_ws_send": (c_int32, [c_uint64, c_int32, c_char_p, c_size_t]),
+    "ember_ws_close": (c_int32, [c_uint64, c_uint16, c_char_p, c_size_t]),
+    "ember_ws_join": (c_int32, [c_uint64, c_char_p]),
+    "ember_ws_leave": (c_int32, [c_uint64, c_char_p]),
+    "ember_ws_buffered": (c_int32, [c_uint64, POINTER(c_size_t)]),
+    "ember_server_ws_broadcast": (c_int32, [_server_p, c_char_p, c_int32, c_char_p, c_size_t, c_uint64,
+                                            POINTER(c_size_t)]),
 }
 
 lib = _load()

@@ -44,6 +44,7 @@ _on_event = _L.ember_request_on_event
 _on_event.restype, _on_event.argtypes = c_int32, [c_uint64, EVENT_FN, c_size_t]
 
 ROUTE_STREAM_BODY = 1  # ember_server_route_flags: the handler reads the body itself
+ROUTE_POOL = 2  # ember_server_route_flags: never run inline under auto dispatch (it blocks)
 LIMIT_STREAM_QUEUE_BYTES = 12
 LIMIT_MAX_STREAM_BODY_BYTES = 17
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json as _json
 import struct
+from asyncio import _get_running_loop
 import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -18,10 +19,13 @@ from urllib.parse import parse_qsl, unquote
 
 from ._lib import string_at
 
-# ember_request_info in native layout: id, six (ptr, len) views, headers (ptr, count),
-# params (ptr, count), http_version. One string_at + one unpack reads all of it.
-# ember_request_info: size, id, six (ptr, len) views, headers (ptr, count), params, http_version.
-_INFO = struct.Struct("@NQPNPNPNPNPNPNPNPNI")
+# ember_request_info in native layout: size, id, six (ptr, len) views, headers (ptr, count),
+# params (ptr, count), http_version, content_length, flags. One string_at + one unpack
+# reads all of it.
+_INFO = struct.Struct("@NQPNPNPNPNPNPNPNPNIqI")
+_I_LENGTH = 19
+_I_FLAGS = 20
+_BODY_STREAMED = 1  # EMBER_REQUEST_BODY_STREAMED
 _PAIR = struct.Struct("@PNPN")  # ember_header: name (ptr, len), value (ptr, len)
 
 _HTTP_VERSIONS = {10: "1.0", 11: "1.1", 20: "2"}
@@ -94,13 +98,18 @@ class Request:
     (every pair), ``query_string`` (raw, without ``?``), ``params`` (route parameters,
     decoded), ``headers`` (case-insensitive), ``raw_headers`` (bytes pairs in arrival
     order), ``body`` (bytes), ``text``, ``json()``, ``remote_addr``, ``route`` (the
-    matched pattern), ``http_version`` (``"1.0"``, ``"1.1"`` or ``"2"``).
+    matched pattern), ``http_version`` (``"1.0"``, ``"1.1"`` or ``"2"``),
+    ``content_length`` (declared, or None), ``body_streamed``.
+
+    Streaming (see ``ember.streaming`` and ``ember.body``): ``stream`` (the body as a file
+    object, read in pieces on ``stream_body`` routes), ``stream_response(status, headers,
+    content_type)`` (answer in pieces), ``on_abort(fn)``.
     """
 
     __slots__ = (
         "handle", "_info", "_f", "_method", "_raw_path", "_query_string", "_body", "_remote",
         "_route", "_raw_headers", "_raw_params", "_headers", "_params", "_query_list",
-        "_deferred", "__weakref__",
+        "_deferred", "_events", "_stream", "_reader", "_flags", "_length", "__weakref__",
     )
 
     def __init__(self, handle: int, info: int | None) -> None:
@@ -110,7 +119,8 @@ class Request:
         self._f = self._method = self._raw_path = self._query_string = self._body = None
         self._remote = self._route = self._raw_headers = self._raw_params = None
         self._headers = self._params = self._query_list = None
-        self._deferred = None
+        self._deferred = self._events = self._stream = self._reader = None
+        self._flags = self._length = None
 
     # -- reading the engine's struct -------------------------------------------------
     def _fields(self) -> tuple:
@@ -131,9 +141,13 @@ class Request:
         """Copies everything out of the engine's memory; the struct is not read again."""
         if self._info is None:
             return
-        for name in ("method", "raw_path", "query_string", "body", "remote_addr", "route", "raw_headers"):
+        for name in ("method", "raw_path", "query_string", "remote_addr", "route", "raw_headers"):
             getattr(self, name)  # each property caches what it reads
+        if self._body is None:
+            self._body = self._view(3)
         self._params_raw()
+        f = self._fields()
+        self._length, self._flags = f[_I_LENGTH], f[_I_FLAGS]
         self._info = None
 
     # -- fields ----------------------------------------------------------------------
@@ -171,10 +185,66 @@ class Request:
 
     @property
     def body(self) -> bytes:
+        """The whole body. On a ``stream_body`` route the body is not buffered: read
+        ``stream`` instead (this raises RuntimeError there)."""
+        if self.body_streamed:
+            raise RuntimeError("ember: this route streams its body (stream_body=True): read req.stream")
         if self._body is None:
             self._body = self._view(3)
         return self._body
 
+    @property
+    def body_streamed(self) -> bool:
+        """True on a ``stream_body`` route: the body is read from ``stream``."""
+        flags = self._flags
+        if flags is None:
+            flags = self._flags = self._fields()[_I_FLAGS]
+        return bool(flags & _BODY_STREAMED)
+
+    @property
+    def content_length(self) -> int | None:
+        """The declared Content-Length; None when the client did not state one."""
+        n = self._length
+        if n is None:
+            n = self._length = self._fields()[_I_LENGTH]
+        return None if n < 0 else n
+
+    @property
+    def stream(self) -> Any:
+        """The body as a file object: a ``BodyStream`` (sync: ``read(n)``, ``readinto``,
+        iteration in chunks) or, inside a coroutine, an ``AsyncBodyStream`` (``await
+        read(n)``, ``async for``). See ``ember.body``."""
+        reader = self._reader
+        if reader is None:
+            import io
+            from . import body as _body
+            in_loop = _get_running_loop() is not None
+            if self.body_streamed:
+                if in_loop:
+                    reader = _body.AsyncBodyStream(self, self.content_length)
+                else:
+                    reader = _body.BodyStream(self.handle, self.content_length)
+            else:
+                reader = _body.BufferedAsyncBody(self.body) if in_loop else io.BytesIO(self.body)
+            self._reader = reader
+        return reader
+
+    def stream_response(self, status: int = 200, headers: Any = None, content_type: str | None = None) -> Any:
+        """Starts a streamed answer (head now, body in ``write`` calls) and returns a
+        ``ResponseStream`` or, inside a coroutine, an ``AsyncResponseStream``. Default type
+        application/octet-stream. See ``ember.streaming``."""
+        from .streaming import begin
+        return begin(self, status, headers, content_type)
+
+    def on_abort(self, fn: Any) -> None:
+        """Calls ``fn()`` (on an engine thread, once) if the request is aborted: the client
+        leaves, the handler timeout answers, or the server stops, before the answer is
+        complete. Costs one more engine call and event per request, so only asked for.
+        Called at once if the request was aborted already."""
+        from ._events import events_of
+        ev = events_of(self)
+        if not ev.add_abort_callback(fn) and ev.aborted:
+            fn()
     @property
     def remote_addr(self) -> str:
         if self._remote is None:

@@ -35,9 +35,10 @@ def _give_back(key: int) -> None:
 _GIVE_BACK = _lib.RELEASE_FN(_give_back)
 
 # Outcomes of a late answer that are nobody's fault: the engine already sent 503/504 for a
-# timeout, the client left, or the server stopped. They are dropped quietly.
+# timeout (or 413/408 for a streamed body it refused), the client left, or the server
+# stopped. They are dropped quietly.
 _QUIET = frozenset((_lib.ERR_ALREADY_ANSWERED, _lib.ERR_TIMED_OUT, _lib.ERR_CLIENT_GONE,
-                    _lib.ERR_INVALID_HANDLE))
+                    _lib.ERR_INVALID_HANDLE, _lib.ERR_TOO_LARGE))
 
 HeadersLike = Union[Mapping[str, str], Iterable[tuple[str, str]], None]
 

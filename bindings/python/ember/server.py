@@ -1,10 +1,10 @@
-"""The Server: routes, lifecycle, and the one C callback every request comes through.
+"""The Server: routes, WebSocket endpoints, and the lifecycle.
 
 Per started server the binding registers ONE ctypes handler callback for all routes;
 the route's number is the registration's user_data, so dispatch is a list lookup. The
-ctypes callback objects (handler, release, log, thread hooks) live in a ``_Native``
-that stays referenced until ``ember_server_free`` has returned: after that the engine
-never calls back, and every route's release callback has dropped its handler.
+ctypes callback objects live in a ``_Native`` (``_native.py``) that stays referenced until
+``ember_server_free`` has returned: after that the engine never calls back, and every
+route's release callback has dropped its handler.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import ctypes
 import inspect
 import logging
 import os
-import re
 import signal
 import sys
 import threading
@@ -25,10 +24,13 @@ from typing import Any, Callable, Iterable, Union
 from . import _lib
 from ._async import LoopRunner
 from ._front import FrontMixin
-from ._dispatch import (LOG_CB, THREAD_START_CB, THREAD_STOP_CB, engine_min_level, engine_threads,
-                        make_dispatch)
-from .errors import EmberError, check
+from ._dispatch import engine_threads
+from ._native import _Native, offload_threads
+from .errors import check
 from .request import Request
+from .tls import TlsMixin, pop_options as _tls_options
+from ._wshub import broadcast as _broadcast
+from .websocket import Endpoint
 
 log = logging.getLogger("ember")
 
@@ -54,103 +56,6 @@ class _Route:
             getattr(fn, "__call__", None)))
 
 
-class _Native:
-    """One engine server (``ember_server*``) and the callbacks it may call."""
-
-    def __init__(self, runner: LoopRunner) -> None:
-        self.ptr = ctypes.POINTER(_lib.Server)()
-        check(L.ember_server_new(byref(self.ptr)), "ember_server_new")
-        # Slot 0 stays empty so that no registration's user_data is NULL.
-        self.table: list = [None]
-        self.released = 0
-        self.handler_cb = _lib.HANDLER_FN(make_dispatch(self.table, runner))
-        self.release_cb = _lib.RELEASE_FN(self._release)
-        self._cond = threading.Condition()
-        self._waiters = 0
-        self.closing = False
-        self.freed = False
-
-    def _release(self, slot: int) -> None:
-        try:
-            self.table[slot] = None
-            self.released += 1
-        except BaseException:
-            pass
-
-    def configure(self, workers: int, dispatch: int, pool_threads: int, limits: dict[int, int]) -> None:
-        p = self.ptr
-        check(L.ember_server_set_workers(p, workers), "ember_server_set_workers")
-        check(L.ember_server_set_dispatch(p, dispatch), "ember_server_set_dispatch")
-        check(L.ember_server_set_pool_threads(p, pool_threads), "ember_server_set_pool_threads")
-        for limit, value in limits.items():
-            check(L.ember_server_set_limit(p, limit, value), "ember_server_set_limit")
-        check(L.ember_server_set_log(p, LOG_CB, 0, engine_min_level()), "ember_server_set_log")
-        check(L.ember_server_set_thread_hooks(p, THREAD_START_CB, THREAD_STOP_CB, 0),
-              "ember_server_set_thread_hooks")
-
-    def add_route(self, route: _Route) -> None:
-        slot = len(self.table)
-        cb = self.handler_cb
-        if route.raw:
-            # The adapter's own function is the C callback: no Request, no dispatch.
-            cb = _lib.HANDLER_FN(route.fn)
-            self.table.append(cb)
-        else:
-            self.table.append((route.fn, route.is_async))
-        method = route.method.encode("ascii") if route.method else None
-        if route.flags:
-            from ._stream import route_flags
-            rc = route_flags(self.ptr, method, _wire_pattern(route.pattern), route.flags, cb, slot,
-                             self.release_cb)
-        else:
-            rc = L.ember_server_route(self.ptr, method, _wire_pattern(route.pattern), cb, slot, self.release_cb)
-        if rc != _lib.OK:
-            self.table[slot] = None  # on failure the engine took nothing
-            raise EmberError(rc, _lib.last_error(), f"route {route.method or '*'} {route.pattern}")
-
-    def enter(self) -> bool:
-        """Marks a thread as using ptr (waiting); False once freeing has begun."""
-        with self._cond:
-            if self.closing:
-                return False
-            self._waiters += 1
-            return True
-
-    def leave(self) -> None:
-        with self._cond:
-            self._waiters -= 1
-            self._cond.notify_all()
-
-    def free(self) -> int:
-        with self._cond:
-            if self.closing:
-                return _lib.OK
-            self.closing = True
-            # ember_server_free must not run while another thread is inside
-            # ember_server_wait on the same pointer; waits come in short slices.
-            while self._waiters:
-                self._cond.wait()
-        rc = L.ember_server_free(self.ptr)
-        if rc == _lib.OK:
-            self.freed = True
-        else:
-            with self._cond:
-                self.closing = False
-        return rc
-
-
-def _wire_pattern(pattern: str) -> bytes:
-    """The engine matches the path as sent, and clients percent-encode non-ASCII text,
-    so a literal like ``/städte`` is registered as ``/st%C3%A4dte`` to be reachable."""
-    if pattern.isascii():
-        return pattern.encode("ascii")
-    parts = re.split(r"(\{[^}]*\})", pattern)  # parameter names stay as written
-    for i in range(0, len(parts), 2):
-        parts[i] = "".join(c if c.isascii() else "".join("%%%02X" % b for b in c.encode("utf-8"))
-                           for c in parts[i])
-    return "".join(parts).encode("utf-8")
-
-
 def _methods(methods: Methods) -> list[str | None]:
     if methods is None or methods == "*":
         return [None]
@@ -174,12 +79,16 @@ _LIMIT_KEYS = {
     "idle_timeout": (_lib.LIMIT_IDLE_TIMEOUT_MS, _ms),
     "max_connections": (_lib.LIMIT_MAX_CONNECTIONS, int),
     "handler_timeout": (_lib.LIMIT_HANDLER_TIMEOUT_MS, _ms),
-    "max_stream_body_bytes": (17, int),  # EMBER_LIMIT_MAX_STREAM_BODY_BYTES
-    "stream_queue_bytes": (12, int),     # EMBER_LIMIT_STREAM_QUEUE_BYTES
+    "max_stream_body_bytes": (_lib.LIMIT_MAX_STREAM_BODY_BYTES, int),
+    "stream_queue_bytes": (_lib.LIMIT_STREAM_QUEUE_BYTES, int),
+    "ws_max_message_bytes": (_lib.LIMIT_WS_MAX_MESSAGE_BYTES, int),
+    "ws_queue_bytes": (_lib.LIMIT_WS_QUEUE_BYTES, int),
+    "ws_ping_interval": (_lib.LIMIT_WS_PING_INTERVAL_MS, _ms),
+    "ws_max_connections": (_lib.LIMIT_WS_MAX_CONNECTIONS, int),
 }
 
 
-class Server(FrontMixin):
+class Server(TlsMixin, FrontMixin):
     """An HTTP server running inside this process.
 
     ``Server(workers=0, dispatch="pool", pool_threads=0, loop=None, **limits)``
@@ -194,11 +103,17 @@ class Server(FrontMixin):
     - limits (None = engine default): ``max_body_bytes`` (413), ``max_header_bytes``
       and ``max_headers`` (431), ``max_connections``, and in seconds
       ``header_timeout`` (408), ``idle_timeout``, ``handler_timeout`` (503); 0 turns a
-      timeout off.
+      timeout off. Streaming: ``max_stream_body_bytes`` (413 on ``stream_body`` routes),
+      ``stream_queue_bytes`` (a streamed answer's queue). WebSocket:
+      ``ws_max_message_bytes`` (close 1009), ``ws_queue_bytes`` (send queue),
+      ``ws_ping_interval`` (seconds; 0 = no pings), ``ws_max_connections`` (per path).
+    - ``access_log``, ``access_log_format``, ``metrics_path``; TLS listeners with
+      ``listen_tls``: see ``ember.tls.TlsMixin``.
 
     Register routes with ``@app.get(path)``, ``@app.post(path)``, ``@app.route(methods,
-    path)`` before ``start()``; patterns take ``{name}`` parameters and a trailing
-    ``{*rest}``. A stopped server can be started again.
+    path)``, WebSocket endpoints with ``@app.websocket(path)``, before ``start()``;
+    patterns take ``{name}`` parameters and a trailing ``{*rest}``. A stopped server can
+    be started again.
     """
 
     def __init__(self, *, workers: int = 0, dispatch: str = "pool", pool_threads: int = 0,
@@ -209,6 +124,9 @@ class Server(FrontMixin):
         self.dispatch = dispatch
         self.pool_threads = pool_threads
         self._limits: dict[int, int] = {}
+        self._extras = _tls_options(limits)
+        self._tls_listeners: list = []
+        self._tls_ports: list = []
         for key, value in limits.items():
             if key not in _LIMIT_KEYS:
                 raise TypeError(f"ember: unknown option {key!r}")
@@ -218,6 +136,7 @@ class Server(FrontMixin):
                     raise ValueError(f"ember: {key} must not be negative")
                 self._limits[code] = conv(value)
         self._routes: list[_Route] = []
+        self._websockets: list[Endpoint] = []
         self._loop = loop
         self._runner: LoopRunner | None = None
         self._native: _Native | None = None
@@ -226,17 +145,56 @@ class Server(FrontMixin):
         self._port: int | None = None
 
     # -- routes ----------------------------------------------------------------------
-    def add_route(self, methods: Methods, path: str, handler: Handler) -> None:
-        """Registers ``handler`` for ``path`` and each method (``None``/``"*"`` = any)."""
+    def add_route(self, methods: Methods, path: str, handler: Handler, *, stream_body: bool = False) -> None:
+        """Registers ``handler`` for ``path`` and each method (``None``/``"*"`` = any).
+        ``stream_body``: the handler is called once the head is in and reads the body
+        from ``req.stream`` in pieces (see ``ember.body``)."""
         if not callable(handler):
             raise TypeError("ember: a handler must be callable")
         if not path.startswith("/"):
             raise ValueError(f"ember: a route pattern starts with '/': {path!r}")
+        flags = _lib.ROUTE_STREAM_BODY if stream_body else 0
         with self._lock:
             if self._native is not None:
                 raise RuntimeError("ember: add routes before start() (or after stop())")
             for m in _methods(methods):
-                self._routes.append(_Route(m, path, handler))
+                self._routes.append(_Route(m, path, handler, flags=flags))
+
+    def websocket(self, path: str, handler: Callable | None = None, *, on_open: Callable | None = None,
+                  on_message: Callable | None = None, on_close: Callable | None = None,
+                  on_writable: Callable | None = None, max_queue: int = 1024,
+                  max_queue_bytes: int = 16 << 20) -> Any:
+        """A WebSocket endpoint on ``path``: ``@app.websocket(path)`` on an ``async def
+        handler(ws)``, or ``app.websocket(path, on_message=fn, ...)`` with callbacks.
+        See ``ember.websocket``."""
+        if not path.startswith("/"):
+            raise ValueError(f"ember: a WebSocket pattern starts with '/': {path!r}")
+
+        def register(fn: Callable | None) -> Any:
+            endpoint = Endpoint(path, fn, on_open, on_message, on_close, on_writable, max_queue, max_queue_bytes)
+            with self._lock:
+                if self._native is not None:
+                    raise RuntimeError("ember: add WebSocket endpoints before start() (or after stop())")
+                self._websockets.append(endpoint)
+            return fn
+
+        if handler is None and on_message is None:
+            return register  # used as a decorator
+        register(handler)
+        return handler
+
+    def broadcast(self, group: str, message: Any, exclude: Any = None) -> int:
+        """Sends ``message`` (``str`` text, ``bytes`` binary) to every WebSocket in
+        ``group`` (an endpoint's path pattern, or a name connections joined), except
+        ``exclude`` (a connection). The frame is encoded once. Returns how many
+        connections it was queued to; one whose send queue is full misses it. Any thread."""
+        native = self._native
+        if native is None or not native.enter():
+            raise RuntimeError("ember: server not running")
+        try:
+            return _broadcast(native.ptr, group, message, exclude)
+        finally:
+            native.leave()
 
     def _add_raw_route(self, methods: Methods, path: str, fn: Callable[[int, int, int], None],
                        flags: int = 0) -> None:
@@ -249,27 +207,27 @@ class Server(FrontMixin):
             for m in _methods(methods):
                 self._routes.append(_Route(m, path, fn, raw=True, flags=flags))
 
-    def route(self, methods: Methods, path: str) -> Callable[[Handler], Handler]:
+    def route(self, methods: Methods, path: str, *, stream_body: bool = False) -> Callable[[Handler], Handler]:
         """Decorator: ``@app.route(["GET", "HEAD"], "/x")``."""
         def register(fn: Handler) -> Handler:
-            self.add_route(methods, path, fn)
+            self.add_route(methods, path, fn, stream_body=stream_body)
             return fn
         return register
 
     def get(self, path: str) -> Callable[[Handler], Handler]:
         return self.route("GET", path)
 
-    def post(self, path: str) -> Callable[[Handler], Handler]:
-        return self.route("POST", path)
+    def post(self, path: str, *, stream_body: bool = False) -> Callable[[Handler], Handler]:
+        return self.route("POST", path, stream_body=stream_body)
 
-    def put(self, path: str) -> Callable[[Handler], Handler]:
-        return self.route("PUT", path)
+    def put(self, path: str, *, stream_body: bool = False) -> Callable[[Handler], Handler]:
+        return self.route("PUT", path, stream_body=stream_body)
 
     def delete(self, path: str) -> Callable[[Handler], Handler]:
         return self.route("DELETE", path)
 
-    def patch(self, path: str) -> Callable[[Handler], Handler]:
-        return self.route("PATCH", path)
+    def patch(self, path: str, *, stream_body: bool = False) -> Callable[[Handler], Handler]:
+        return self.route("PATCH", path, stream_body=stream_body)
 
     # -- lifecycle -------------------------------------------------------------------
     @property
@@ -289,13 +247,15 @@ class Server(FrontMixin):
             if self._native is not None:
                 raise RuntimeError("ember: server already running")
             runner = LoopRunner(self._loop)
-            native = _Native(runner)
+            native = _Native(runner, inline=self.dispatch == "inline")
             try:
                 native.configure(self.workers,
                                  _lib.DISPATCH_INLINE if self.dispatch == "inline" else _lib.DISPATCH_POOL,
                                  self.pool_threads, self._limits)
                 for r in self._routes:
                     native.add_route(r)
+                for endpoint in self._websockets:
+                    native.add_websocket(endpoint)
                 self._apply_front(native.ptr)
                 addr = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
                 if reuse_port:
@@ -303,12 +263,14 @@ class Server(FrontMixin):
                           "ember_server_listen_flags")
                 else:
                     check(L.ember_server_listen(native.ptr, addr.encode("ascii")), "ember_server_listen")
+                self._configure_extras(native.ptr)
                 # Started before the engine so a request for a coroutine never waits for it;
                 # cheap when unused (one idle thread), and needed anyway for awaitable results.
                 runner.start()
                 check(L.ember_server_start(native.ptr), "ember_server_start")
                 out = c_uint16()
                 check(L.ember_server_port(native.ptr, 0, byref(out)), "ember_server_port")
+                self._started_extras(native.ptr)
             except BaseException:
                 L.ember_server_stop(native.ptr, 0)
                 native.free()
@@ -343,7 +305,7 @@ class Server(FrontMixin):
 
     def _inside_handler(self) -> bool:
         ident = threading.get_ident()
-        if ident in engine_threads:
+        if ident in engine_threads or ident in offload_threads:
             return True
         runner = self._runner
         if runner is not None and runner.thread_ident == ident:
@@ -458,7 +420,8 @@ class Server(FrontMixin):
 
     def __repr__(self) -> str:
         state = f"port {self._port}" if self.running else "stopped"
-        return f"<ember.Server {state}, {len(self._routes)} routes>"
+        ws = f", {len(self._websockets)} WebSocket endpoints" if self._websockets else ""
+        return f"<ember.Server {state}, {len(self._routes)} routes{ws}>"
 
 
 #: At interpreter exit, running servers get this long (seconds) to stop: up to 2 s of

@@ -286,8 +286,9 @@ class WSGIServer(AppServer):
         super().__init__(host, port, dispatch=dispatch, workers=workers, pool_threads=pool_threads,
                          reuse_port=reuse_port, access_log=access_log, **limits)
         self._template = [self._environ_template(port)]
-        # Reading a streamed body blocks, which only pool threads may do.
-        self._install(stream_bodies=dispatch == "pool")
+        # Reading a streamed body and writing a streamed answer block, which only pool
+        # threads may do.
+        self._install(stream_bodies=dispatch == "pool", blocking=dispatch == "pool")
 
     def _environ_template(self, port: int) -> dict:
         return {
