@@ -205,8 +205,8 @@ impl Inbox {
 }
 
 /// Moves the body into the inbox until its end, an error, or the host lets go of it.
-/// Returns the error the engine must answer for (413, 408), if any; the caller then
-/// fails the inbox with it (`fail_reader`).
+/// Returns the error the engine must answer for (413, 408, 400 for a broken body), if
+/// any; the caller then fails the inbox with it (`fail_reader`).
 pub(crate) async fn pump(mut body: Incoming, inbox: Arc<Inbox>, ex: Arc<Exchange>, limits: Limits) -> Option<InError> {
     let readable = |want: bool| {
         if want {
@@ -244,10 +244,9 @@ pub(crate) async fn pump(mut body: Incoming, inbox: Arc<Inbox>, ex: Arc<Exchange
                 readable(inbox.finish());
                 return None;
             }
-            Some(Err(_)) => {
-                readable(inbox.fail_and_want(InError::Gone));
-                return None;
-            }
+            // Broken framing (a bad chunk) or a reset: as for a buffered body, the engine
+            // answers 400 and closes (the caller fails the reader).
+            Some(Err(_)) => return Some(InError::Gone),
             Some(Ok(frame)) => {
                 let Ok(data) = frame.into_data() else { continue };
                 total += data.len() as u64;

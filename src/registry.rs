@@ -141,6 +141,9 @@ fn not_pending(id: u64, state: &State) -> Error {
         State::Refused(ErrorKind::TooLarge, _) => {
             Error::new(ErrorKind::TooLarge, format!("request {id:#x}: the body passed the limit; the engine answered 413"))
         }
+        State::Refused(ErrorKind::ClientGone, _) => {
+            Error::new(ErrorKind::ClientGone, format!("request {id:#x}: the body broke off (bad framing or a reset); the engine answered 400"))
+        }
         State::Refused(kind, _) => Error::new(*kind, format!("request {id:#x}: the body arrived too slowly; the engine answered 408")),
         _ => Error::new(ErrorKind::ClientGone, format!("request {id:#x}: the client disconnected or the server stopped")),
     }

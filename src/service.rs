@@ -248,11 +248,17 @@ fn dispatch(run: &Run, id: u64, handler: Handler, data: Arc<RequestData>, pool: 
     }
 }
 
-/// Moves a streamed body to its reader; over the limit or too slow, the engine answers
-/// (413, 408) unless the host already did, in which case a streamed answer is cut.
+/// Moves a streamed body to its reader; over the limit, too slow or broken, the engine
+/// answers (413, 408, 400) unless the host already did, in which case a streamed answer
+/// is cut.
 async fn pump_body(incoming: Incoming, inbox: Arc<Inbox>, ex: Arc<Exchange>, run: Arc<Run>) {
     let Some(error) = inbox::pump(incoming, inbox.clone(), ex.clone(), run.limits.clone()).await else { return };
-    let (status, kind) = if error == InError::TooLarge { (413, ErrorKind::TooLarge) } else { (408, ErrorKind::TimedOut) };
+    let (status, kind) = match error {
+        InError::TooLarge => (413, ErrorKind::TooLarge),
+        InError::TooSlow => (408, ErrorKind::TimedOut),
+        // Broken framing or a reset: as for a buffered body, 400 and the connection closed.
+        InError::Gone => (400, ErrorKind::ClientGone),
+    };
     // Like an expiry: the host's later calls on the handle report why, and its views stay
     // valid until then.
     if registry::refuse(ex.id, kind, canned(status, true)).is_err() {

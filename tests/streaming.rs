@@ -225,6 +225,19 @@ fn a_streamed_body_over_the_limit_gets_413_and_the_reader_hears_why() {
 }
 
 #[test]
+fn a_streamed_body_with_broken_chunk_framing_gets_400_and_nothing_behind_it_is_answered() {
+    // As for a buffered body: the engine answers 400 and closes, so a request smuggled
+    // behind the broken one is never seen (the handler's own answer is then refused).
+    let (_s, port) = upload_server(1 << 20);
+    for size in ["zz", "ffffffffffffffffff", "-5"] {
+        let req = format!("POST /upload HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n{size}\r\nhello\r\n0\r\n\r\nGET / HTTP/1.1\r\nHost: t\r\n\r\n");
+        let resp = exchange(port, req.as_bytes(), Duration::from_secs(5));
+        assert!(resp.starts_with("HTTP/1.1 400"), "{size}: {resp:?}");
+        assert_eq!(resp.matches("HTTP/1.1 ").count(), 1, "{size}: one answer only: {resp:?}");
+    }
+}
+
+#[test]
 fn http2_streams_answers_as_data_frames() {
     let (_s, port, events) = stream_server(Dispatch::Pool);
     let body = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {

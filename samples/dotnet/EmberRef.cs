@@ -1,6 +1,7 @@
-// The Ember reference app for .NET (contract: tests/REFERENCE_APP.md).
+// The Ember reference app for .NET (contract: tests/REFERENCE_APP.md). This file: setup and the
+// request/response routes; the streaming and WebSocket routes are in EmberRefStreaming.cs.
 // Usage: mono EmberRef.exe [port]   (default 8080; 0 picks a free port and prints it)
-// Env: EMBER_DISPATCH=inline|pool (default pool), EMBER_WORKERS=N (default 0 = cores).
+// Env: EMBER_DISPATCH=inline|pool|auto (default pool), EMBER_WORKERS=N (default 0 = cores).
 // Stops gracefully on SIGTERM / SIGINT (Ctrl+C) with exit code 0.
 // Env EMBER_TLS_CERT + EMBER_TLS_KEY (PEM files): also listen with TLS on EMBER_TLS_PORT (default 0);
 // EMBER_ACCESS_LOG=<file> (EMBER_ACCESS_LOG_FORMAT=combined|json). /metrics is the engine's.
@@ -14,7 +15,7 @@ using System.Threading;
 using System.Threading.Tasks;
 using Ember;
 
-static class EmberRef
+static partial class EmberRef
 {
     static readonly byte[] HelloBody = Encoding.UTF8.GetBytes("{\"code\": 1, \"msg\": \"Hello WebAPI\"}");
     const string Json = "application/json";
@@ -36,6 +37,11 @@ static class EmberRef
             HandlerTimeout = TimeSpan.FromMilliseconds(3000),
             MaxHeaderBytes = 16384,
             MaxHeaders = 100,
+            MaxStreamBodyBytes = 4294967296,
+            // /ws echo: a client that reads its echoes late may have this much waiting for a
+            // send that awaits room before the session closes it with 1008 (the contract asks
+            // for at least 4 MiB).
+            WebSocketReceiveQueueBytes = 4 << 20,
             LogLevel = EmberLogLevel.Info,
             MetricsPath = "/metrics",
             AccessLogPath = NonEmpty(Environment.GetEnvironmentVariable("EMBER_ACCESS_LOG")),
@@ -44,9 +50,10 @@ static class EmberRef
         };
         string dispatch = Environment.GetEnvironmentVariable("EMBER_DISPATCH");
         if (dispatch == "inline") options.Dispatch = EmberDispatch.Inline;
+        else if (dispatch == "auto") options.Dispatch = EmberDispatch.Auto;
         else if (dispatch != null && dispatch != "pool")
         {
-            Console.Error.WriteLine("EMBER_DISPATCH must be inline or pool");
+            Console.Error.WriteLine("EMBER_DISPATCH must be inline, pool or auto");
             return 2;
         }
         string workers = Environment.GetEnvironmentVariable("EMBER_WORKERS");
@@ -187,6 +194,7 @@ static class EmberRef
             throw new InvalidOperationException("this handler always fails");
         });
 
+        MapStreaming(server);   // /sse, /stream, /upload, /ws, /ws/chat: EmberRefStreaming.cs
         MapEngineFeatures(server);
     }
 

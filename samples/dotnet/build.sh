@@ -9,9 +9,9 @@ root=$(cd "$here/../.." && pwd)
 lib="$root/bindings/dotnet/bin"
 [ -f "$lib/Ember.dll" ] || "$root/bindings/dotnet/build.sh"
 if command -v mcs >/dev/null 2>&1; then CSC=mcs; else CSC=csc; fi
-for app in EmberRef Hello; do
-    $CSC -nologo -optimize+ -langversion:7 -r:"$lib/Ember.dll" -out:"$here/$app.exe" "$here/$app.cs"
-done
+$CSC -nologo -optimize+ -langversion:7 -r:"$lib/Ember.dll" -out:"$here/EmberRef.exe" "$here"/EmberRef*.cs
+$CSC -nologo -optimize+ -langversion:7 -r:"$lib/Ember.dll" -out:"$here/Hello.exe" "$here/Hello.cs"
+
 cp "$lib/Ember.dll" "$lib/Ember.dll.config" "$here/"
 if [ -f "$lib/libember_mono.so" ]; then cp "$lib/libember_mono.so" "$here/"; fi
 if [ -f "$root/target/release/libember.so" ]; then cp "$root/target/release/libember.so" "$here/"; fi

@@ -200,3 +200,56 @@ def test_web_api_controller_json_xml_model_binding_and_404(site):
     r = requests.post(site.url + "/api/items", json={"count": 1}, headers={"Accept": "application/json"}, timeout=30)
     assert r.status_code == 400
     assert requests.get(site.url + "/api/items/0", headers={"Accept": "application/json"}, timeout=30).status_code == 404
+
+
+def test_flushed_answer_streams_chunk_by_chunk(site):
+    # Response.Flush() hands what was written to the client at once (a chunk), before the
+    # handler goes on: the first line arrives well before the last.
+    s = socket.create_connection(("127.0.0.1", site.port), timeout=30)
+    try:
+        s.sendall(request_bytes("GET", "/flush?parts=3&ms=300", [("Connection", "close")]))
+        got, first_at = b"", None
+        while True:
+            data = s.recv(4096)
+            if not data:
+                break
+            got += data
+            if first_at is None and b"part 0\n" in got:
+                first_at = time.monotonic()
+        ended_at = time.monotonic()
+    finally:
+        s.close()
+    head, _, body = got.partition(b"\r\n\r\n")
+    assert b" 200 " in head.split(b"\r\n")[0]
+    assert b"transfer-encoding: chunked" in head.lower()
+    assert first_at is not None and ended_at - first_at >= 0.45, "all parts came at once"
+    r = requests.get(site.url + "/flush?parts=4", timeout=30)
+    assert r.text == "part 0\npart 1\npart 2\npart 3\n"
+
+
+def test_uploads_reach_the_application_as_they_arrive_and_hash_right(site):
+    import hashlib
+    body = os.urandom(3 << 20)   # under System.Web's default maxRequestLength (4 MiB)
+    want = {"bytes": len(body), "sha256": hashlib.sha256(body).hexdigest()}
+    r = requests.post(site.url + "/count", data=body, timeout=60)
+    assert r.status_code == 200 and r.json() == want
+    pieces = [body[i:i + 100000] for i in range(0, len(body), 100000)]
+    r = requests.post(site.url + "/count", data=iter(pieces), timeout=60)   # chunked
+    assert r.status_code == 200 and r.json() == want
+
+
+def test_is_client_connected_turns_false_when_the_client_leaves(site):
+    s = socket.create_connection(("127.0.0.1", site.port), timeout=30)
+    s.sendall(request_bytes("GET", "/watch"))
+    deadline = time.monotonic() + 20
+    while requests.get(site.url + "/watch?result=1", timeout=30).text != "watching":
+        assert time.monotonic() < deadline, "the watcher never started"
+        time.sleep(0.05)
+    s.close()
+    while True:
+        seen = requests.get(site.url + "/watch?result=1", timeout=30).text
+        if seen not in ("watching", "pending"):
+            break
+        assert time.monotonic() < deadline, "no answer from the watcher"
+        time.sleep(0.05)
+    assert seen == "client left"

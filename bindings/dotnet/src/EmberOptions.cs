@@ -11,6 +11,12 @@ namespace Ember
         Inline = 0,
         /// <summary>On a bounded pool of long-lived engine threads (default): blocking is safe.</summary>
         Pool = 1,
+        /// <summary>On the I/O thread while another I/O thread stays free, else on the pool: a
+        /// blocked handler holds only its own I/O thread, fast ones pay no hand-off. Blocking on
+        /// the handler's own streamed answer or body (Write / Read that must wait) throws there
+        /// as under Inline; use the async calls. The System.Web and OWIN adapters always get a
+        /// pool thread (EMBER_ROUTE_POOL), streamed-body routes too.</summary>
+        Auto = 2,
     }
 
     /// <summary>Log levels (the engine's numbers).</summary>
@@ -37,6 +43,7 @@ namespace Ember
             LogLevel = EmberLogLevel.Warn;
             ListenAddresses = new List<string>();
             TrustedProxies = new List<string>();
+            WebSocketReceiveQueueBytes = 1 << 20;
         }
 
         /// <summary>Address used by <see cref="EmberServer.Start(int)"/>; default 127.0.0.1
@@ -86,6 +93,35 @@ namespace Ember
         /// X-Forwarded-For / X-Forwarded-Proto headers and PROXY protocol headers name the client
         /// (<see cref="EmberRequest.RemoteAddress"/>); from any other peer they are ignored.</summary>
         public IList<string> TrustedProxies { get; private set; }
+
+        /// <summary>Body limit of routes mapped with streamBody: true (413 beyond it); engine default
+        /// 1 GiB. They hold a small window, not the body, so it may be far above MaxBodyBytes.</summary>
+        public long? MaxStreamBodyBytes { get; set; }
+
+        /// <summary>Minimum average request body rate in bytes/s after a grace period (408 below
+        /// it); engine default 240; 0 = off.</summary>
+        public long? MinBodyRate { get; set; }
+
+        /// <summary>Bytes a streamed answer may have queued before writes wait; engine default 256 KiB.</summary>
+        public long? StreamQueueBytes { get; set; }
+
+        /// <summary>Largest WebSocket message received (close 1009 beyond it); engine default 1 MiB.</summary>
+        public long? WebSocketMaxMessageBytes { get; set; }
+
+        /// <summary>Bytes a WebSocket may have queued to send before SendAsync waits; engine default 1 MiB.</summary>
+        public long? WebSocketQueueBytes { get; set; }
+
+        /// <summary>Idle WebSockets are pinged this often and cut when a ping goes unanswered;
+        /// engine default 30 s; Zero = no pings.</summary>
+        public TimeSpan? WebSocketPingInterval { get; set; }
+
+        /// <summary>Open WebSocket connections per endpoint (503 beyond it); engine default 100000.</summary>
+        public int? WebSocketMaxConnections { get; set; }
+
+        /// <summary>Bytes of received messages a WebSocket session may leave unread (not taken by
+        /// ReceiveAsync) before the connection is closed with 1008; default 1 MiB. One message
+        /// always fits, whatever its size.</summary>
+        public long WebSocketReceiveQueueBytes { get; set; }
 
         /// <summary>Lowest engine log level forwarded to <see cref="EmberServer.Log"/>.</summary>
         public EmberLogLevel LogLevel { get; set; }

@@ -2,6 +2,7 @@ using System;
 using System.Collections.Generic;
 using System.Collections.Specialized;
 using System.Globalization;
+using System.IO;
 using System.Net;
 using System.Text;
 using Ember.Interop;
@@ -36,6 +37,14 @@ namespace Ember
 
         internal ulong Id { get { return _info.Id; } }
 
+        /// <summary>The request's context (for the events of a streamed body).</summary>
+        internal EmberContext Context;
+
+        Stream _bodyStream;
+
+        /// <summary>True while the engine's views may be read.</summary>
+        internal bool IsLive { get { return _native; } }
+
         /// <summary>Copy everything out of engine memory (before the handler's first await).</summary>
         internal void Materialize()
         {
@@ -44,7 +53,7 @@ namespace Ember
             GC.KeepAlive(Path);
             GC.KeepAlive(RawQuery);
             GC.KeepAlive(RemoteAddress);
-            GC.KeepAlive(Body);
+            if (!IsBodyStreamed) GC.KeepAlive(Body);
             LoadHeaders();
             LoadParams();
             _native = false;
@@ -135,26 +144,64 @@ namespace Ember
             get { return new Version((int)(_info.HttpVersion / 10), (int)(_info.HttpVersion % 10)); }
         }
 
-        /// <summary>The whole request body (buffered by the engine up to the body limit).</summary>
+        /// <summary>The whole request body (buffered by the engine up to the body limit). On a
+        /// route mapped with <c>streamBody: true</c> it is not buffered: read <see cref="BodyStream"/>.</summary>
         public byte[] Body
         {
             get
             {
-                if (_body == null) { CheckLive(); _body = Utf8.ToArray(_info.Body); }
+                if (_body == null)
+                {
+                    if (IsBodyStreamed)
+                        throw new InvalidOperationException("this route streams its request body: read Request.BodyStream");
+                    CheckLive();
+                    _body = Utf8.ToArray(_info.Body);
+                }
                 return _body;
+            }
+        }
+
+        /// <summary>True on routes mapped with <c>streamBody: true</c>: the body arrives through
+        /// <see cref="BodyStream"/> as the client sends it, never whole in memory.</summary>
+        public bool IsBodyStreamed { get { return (_info.Flags & NativeMethods.EMBER_REQUEST_BODY_STREAMED) != 0; } }
+
+        /// <summary>The body's declared length (Content-Length), or null when the client did not
+        /// declare one (chunked; HTTP/2 without it) or sent no body.</summary>
+        public long? ContentLength { get { return _info.ContentLength >= 0 ? _info.ContentLength : (long?)null; } }
+
+        /// <summary>
+        /// The body as a read-only stream. On a streamed-body route it reads from the client as the
+        /// data arrives (<see cref="EmberRequestBodyStream"/>: Read blocks with a timeout, ReadAsync
+        /// awaits; a few KiB whatever the size); elsewhere it reads the buffered <see cref="Body"/>.
+        /// The same stream on every call.
+        /// </summary>
+        public Stream BodyStream
+        {
+            get
+            {
+                if (_bodyStream == null)
+                {
+                    if (IsBodyStreamed) _bodyStream = new EmberRequestBodyStream(Context, _info.Id, _info.ContentLength);
+                    else _bodyStream = new MemoryStream(Body, false);
+                }
+                return _bodyStream;
             }
         }
 
         /// <summary>Length of the body in bytes.</summary>
         public long BodyLength
         {
-            get { return _body != null ? _body.Length : (long)_info.Body.Len.ToUInt64(); }
+            get
+            {
+                if (IsBodyStreamed) throw new InvalidOperationException("this route streams its request body: see ContentLength and BodyStream");
+                return _body != null ? _body.Length : (long)_info.Body.Len.ToUInt64();
+            }
         }
 
         /// <summary>The body decoded as UTF-8.</summary>
         public string ReadBodyAsString()
         {
-            if (_body == null && _native) return Utf8.FromView(_info.Body);
+            if (_body == null && _native && !IsBodyStreamed) return Utf8.FromView(_info.Body);
             return Utf8.Encoding.GetString(Body);
         }
 

@@ -21,6 +21,11 @@ namespace Ember
         internal byte[] BodyBytes;
         internal int BodyOffset, BodyCount;
         internal bool NoCopy;
+        readonly EmberContext _ctx;   // null for a detached response (500 fallbacks)
+
+        public EmberResponse() { }
+
+        internal EmberResponse(EmberContext ctx) { _ctx = ctx; }
 
         /// <summary>HTTP status, 200 unless set (100..999).</summary>
         public int StatusCode
@@ -130,6 +135,31 @@ namespace Ember
             NoCopy = true;
         }
 
+        /// <summary>
+        /// Starts a streamed answer now, with <see cref="StatusCode"/>, <see cref="ContentType"/> and
+        /// the headers set so far, and returns its body: every write goes to the client as it comes
+        /// (HTTP/1.1 chunked, HTTP/2 DATA frames), with backpressure (see
+        /// <see cref="EmberResponseStream"/>). The answer ends when the stream is disposed or the
+        /// handler returns (its Task completes); a handler that throws cuts it. Setting a
+        /// Content-Length header first sends the body length-delimited instead (a body that ends
+        /// short or runs over is cut).
+        /// Throws InvalidOperationException when the response was already sent, and
+        /// <see cref="EmberStreamException"/> when the client left or the handler timeout answered.
+        /// </summary>
+        public EmberResponseStream StartStream()
+        {
+            if (_ctx == null) throw new InvalidOperationException("this response belongs to no request");
+            return _ctx.StartStream();
+        }
+
+        /// <summary>Sets the status (and Content-Type, unless null), then <see cref="StartStream()"/>.</summary>
+        public EmberResponseStream StartStream(int statusCode, string contentType = null)
+        {
+            StatusCode = statusCode;
+            if (contentType != null) ContentType = contentType;
+            return StartStream();
+        }
+
         /// <summary>Sets a text body without touching status or Content-Type.</summary>
         public void Write(string text) { SetBody(text ?? string.Empty); }
 
@@ -164,6 +194,13 @@ namespace Ember
             BodyText = null;
             BodyBytes = null;
             NoCopy = false;
+        }
+
+        internal static void CheckHeader(string name, string value)
+        {
+            CheckName(name);
+            if (value == null) throw new ArgumentNullException("value");
+            CheckValue(value);
         }
 
         static void CheckName(string name)

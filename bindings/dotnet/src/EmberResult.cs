@@ -30,6 +30,10 @@ namespace Ember
         Panic = -12,
         /// <summary>Threads/runtime could not be created, other I/O failure.</summary>
         Runtime = -13,
+        /// <summary>Not now: a write found its queue full, or a read found nothing yet (nothing was taken).</summary>
+        WouldBlock = -14,
+        /// <summary>A streamed request body passed its limit; the engine answered 413.</summary>
+        TooLarge = -15,
     }
 
     /// <summary>A failed engine call: the result code plus the engine's message for it.</summary>
@@ -48,6 +52,44 @@ namespace Ember
             : base(message, inner)
         {
             Result = EmberResult.Ok;
+        }
+    }
+}
+
+namespace Ember
+{
+    /// <summary>
+    /// A streamed write or read that cannot go on because the request ended: the client left
+    /// (<see cref="EmberResult.ClientGone"/>), the handler timeout answered or a wait timed out
+    /// (<see cref="EmberResult.TimedOut"/>), the body passed its limit and the engine answered
+    /// 413 (<see cref="EmberResult.TooLarge"/>), or the answer was already ended
+    /// (<see cref="EmberResult.AlreadyAnswered"/>). A handler that lets it escape is not
+    /// reported as an error when the client left or the engine answered for it.
+    /// </summary>
+    [Serializable]
+    public class EmberStreamException : System.IO.IOException
+    {
+        public EmberResult Result { get; private set; }
+
+        public EmberStreamException(EmberResult result, string message)
+            : base(message)
+        {
+            Result = result;
+        }
+
+        internal EmberStreamException(EmberResult result, string message, bool byEngine)
+            : base(message)
+        {
+            Result = result;
+            _byEngine = byEngine;
+        }
+
+        readonly bool _byEngine;
+
+        /// <summary>The engine ended the request for reasons that are not the handler's fault.</summary>
+        internal bool EndedByEngine
+        {
+            get { return _byEngine || Result == EmberResult.ClientGone || Result == EmberResult.TimedOut || Result == EmberResult.TooLarge; }
         }
     }
 }

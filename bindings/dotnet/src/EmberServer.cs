@@ -85,6 +85,89 @@ namespace Ember
             return Add(method, pattern, null, handler);
         }
 
+        /// <summary>Maps a handler; with <paramref name="streamBody"/> the request body is not buffered:
+        /// the handler starts once the head is in and reads <see cref="EmberRequest.BodyStream"/> as
+        /// the data arrives (limit: Options.MaxStreamBodyBytes).</summary>
+        public EmberServer Map(string method, string pattern, Action<EmberContext> handler, bool streamBody)
+        {
+            if (handler == null) throw new ArgumentNullException("handler");
+            return Add(method, pattern, handler, null, null, streamBody);
+        }
+
+        public EmberServer Map(string method, string pattern, Func<EmberContext, Task> handler, bool streamBody)
+        {
+            if (handler == null) throw new ArgumentNullException("handler");
+            return Add(method, pattern, null, handler, null, streamBody);
+        }
+
+        public EmberServer MapPost(string pattern, Action<EmberContext> handler, bool streamBody) { return Map("POST", pattern, handler, streamBody); }
+        public EmberServer MapPost(string pattern, Func<EmberContext, Task> handler, bool streamBody) { return Map("POST", pattern, handler, streamBody); }
+        public EmberServer MapPut(string pattern, Action<EmberContext> handler, bool streamBody) { return Map("PUT", pattern, handler, streamBody); }
+        public EmberServer MapPut(string pattern, Func<EmberContext, Task> handler, bool streamBody) { return Map("PUT", pattern, handler, streamBody); }
+        public EmberServer MapAny(string pattern, Action<EmberContext> handler, bool streamBody) { return Map(null, pattern, handler, streamBody); }
+        public EmberServer MapAny(string pattern, Func<EmberContext, Task> handler, bool streamBody) { return Map(null, pattern, handler, streamBody); }
+
+        /// <summary>
+        /// Maps a WebSocket endpoint (GET upgrades on HTTP/1.1; a plain GET there gets 426). Each
+        /// accepted connection runs <paramref name="session"/>, started on the engine's thread
+        /// that accepted it and resumed after ReceiveAsync on the thread that delivered the
+        /// message (like a handler: under Inline dispatch it must not block); when its Task
+        /// ends the connection is closed (1000, or 1011 if it threw).
+        /// </summary>
+        public EmberServer MapWebSocket(string pattern, Func<EmberWebSocket, Task> session)
+        {
+            return MapWebSocket(pattern, session, null);
+        }
+
+        /// <summary>
+        /// Same, with an upgrade callback that sees the request first and may refuse it
+        /// (<see cref="EmberWebSocketUpgrade.Reject"/>), pick a subprotocol or add headers to
+        /// the 101. It runs on an engine thread; an exception there refuses with 500.
+        /// </summary>
+        public EmberServer MapWebSocket(string pattern, Func<EmberWebSocket, Task> session, Action<EmberWebSocketUpgrade> onUpgrade)
+        {
+            if (pattern == null) throw new ArgumentNullException("pattern");
+            if (session == null) throw new ArgumentNullException("session");
+            lock (_gate)
+            {
+                CheckNotDisposed();
+                if (_running != null) throw new InvalidOperationException("Map routes before Start (or after Stop).");
+                _routes.Add(new RouteEntry { Method = "GET", Pattern = pattern, WebSocket = new WebSocketRoute { Session = session, OnUpgrade = onUpgrade } });
+            }
+            return this;
+        }
+
+        /// <summary>
+        /// Sends a text message to every WebSocket in <paramref name="group"/> (an endpoint's
+        /// pattern, e.g. "/ws/chat", or a name connections joined) but <paramref name="except"/>.
+        /// The frame is encoded once and shared; a connection whose send queue is full misses it.
+        /// Returns how many connections it was queued to (0 when the server is not running).
+        /// </summary>
+        public int Broadcast(string group, string text, EmberWebSocket except = null)
+        {
+            if (text == null) throw new ArgumentNullException("text");
+            return Broadcast(group, new ArraySegment<byte>(Utf8.Encoding.GetBytes(text)), EmberWebSocketMessageType.Text, except);
+        }
+
+        /// <summary>Same with a binary message.</summary>
+        public int Broadcast(string group, byte[] data, EmberWebSocket except = null)
+        {
+            if (data == null) throw new ArgumentNullException("data");
+            return Broadcast(group, new ArraySegment<byte>(data), EmberWebSocketMessageType.Binary, except);
+        }
+
+        public int Broadcast(string group, ArraySegment<byte> data, EmberWebSocketMessageType type, EmberWebSocket except = null)
+        {
+            if (group == null) throw new ArgumentNullException("group");
+            if (data.Array == null) throw new ArgumentNullException("data");
+            if (type != EmberWebSocketMessageType.Text && type != EmberWebSocketMessageType.Binary)
+                throw new ArgumentOutOfRangeException("type");
+            NativeInstance inst;
+            lock (_gate) inst = _running;
+            if (inst == null) return 0;
+            return inst.Broadcast(group, data, type, except == null ? 0UL : except.Id);
+        }
+
         public EmberServer MapGet(string pattern, Action<EmberContext> handler) { return Map("GET", pattern, handler); }
         public EmberServer MapGet(string pattern, Func<EmberContext, Task> handler) { return Map("GET", pattern, handler); }
         public EmberServer MapPost(string pattern, Action<EmberContext> handler) { return Map("POST", pattern, handler); }
@@ -107,8 +190,20 @@ namespace Ember
             return Add(method, pattern, null, null, handler);
         }
 
+        /// <summary>Maps an adapter's handler for every method of <paramref name="pattern"/>: GET (and
+        /// so HEAD), DELETE and OPTIONS with buffered bodies (rare, and free to read), every other
+        /// method streaming its body (read as it arrives, whatever its size).</summary>
+        internal EmberServer MapRawAllMethods(string pattern, RawHandler handler)
+        {
+            if (handler == null) throw new ArgumentNullException("handler");
+            foreach (string m in s_bufferedMethods) Add(m, pattern, null, null, handler);
+            return Add(null, pattern, null, null, handler, streamBody: true);
+        }
+
+        static readonly string[] s_bufferedMethods = { "GET", "DELETE", "OPTIONS" };
+
         EmberServer Add(string method, string pattern, Action<EmberContext> sync, Func<EmberContext, Task> async,
-            RawHandler raw = null)
+            RawHandler raw = null, bool streamBody = false)
         {
             if (pattern == null) throw new ArgumentNullException("pattern");
             if (method == "*") method = null;
@@ -116,7 +211,7 @@ namespace Ember
             {
                 CheckNotDisposed();
                 if (_running != null) throw new InvalidOperationException("Map routes before Start (or after Stop).");
-                _routes.Add(new RouteEntry { Method = method, Pattern = pattern, Sync = sync, Async = async, Raw = raw });
+                _routes.Add(new RouteEntry { Method = method, Pattern = pattern, Sync = sync, Async = async, Raw = raw, StreamBody = streamBody });
             }
             return this;
         }
@@ -197,6 +292,13 @@ namespace Ember
                 Native.Check(NativeMethods.ember_server_set_health_path(h, Utf8.Z(o.HealthPath)), "ember_server_set_health_path");
             foreach (string cidr in o.TrustedProxies)
                 Native.Check(NativeMethods.ember_server_add_trusted_proxy(h, Utf8.Z(cidr)), "ember_server_add_trusted_proxy(" + cidr + ")");
+            if (o.MaxStreamBodyBytes.HasValue) Limit(h, NativeMethods.EMBER_LIMIT_MAX_STREAM_BODY_BYTES, o.MaxStreamBodyBytes.Value);
+            if (o.MinBodyRate.HasValue) Limit(h, NativeMethods.EMBER_LIMIT_MIN_BODY_RATE, o.MinBodyRate.Value);
+            if (o.StreamQueueBytes.HasValue) Limit(h, NativeMethods.EMBER_LIMIT_STREAM_QUEUE_BYTES, o.StreamQueueBytes.Value);
+            if (o.WebSocketMaxMessageBytes.HasValue) Limit(h, NativeMethods.EMBER_LIMIT_WS_MAX_MESSAGE_BYTES, o.WebSocketMaxMessageBytes.Value);
+            if (o.WebSocketQueueBytes.HasValue) Limit(h, NativeMethods.EMBER_LIMIT_WS_QUEUE_BYTES, o.WebSocketQueueBytes.Value);
+            if (o.WebSocketPingInterval.HasValue) Limit(h, NativeMethods.EMBER_LIMIT_WS_PING_INTERVAL_MS, Ms(o.WebSocketPingInterval.Value));
+            if (o.WebSocketMaxConnections.HasValue) Limit(h, NativeMethods.EMBER_LIMIT_WS_MAX_CONNECTIONS, o.WebSocketMaxConnections.Value);
             Native.Check(NativeMethods.ember_server_set_log(h, inst.LogThunk, IntPtr.Zero, (int)o.LogLevel), "ember_server_set_log");
             ThreadHooks.Apply(h);
             TlsSetup.Configure(h, o);

@@ -14,6 +14,8 @@ namespace Ember
         internal Action<EmberContext> Sync;
         internal Func<EmberContext, Task> Async;
         internal RawHandler Raw;    // adapters (System.Web, OWIN): they answer by themselves
+        internal bool StreamBody;   // EMBER_ROUTE_STREAM_BODY
+        internal WebSocketRoute WebSocket;   // a WebSocket endpoint instead of a handler
     }
 
     /// <summary>An adapter's handler: the request token and the engine's ember_request_info*,
@@ -27,7 +29,7 @@ namespace Ember
     /// was freed AND every route's release callback has come, so no callback can ever reach a
     /// collected delegate. user_data of a route is its index in <see cref="Routes"/>.
     /// </summary>
-    internal sealed unsafe class NativeInstance
+    internal sealed unsafe partial class NativeInstance
     {
         static readonly object s_lock = new object();
         static readonly HashSet<NativeInstance> s_live = new HashSet<NativeInstance>();
@@ -73,8 +75,25 @@ namespace Ember
             RouteEntry r = Routes[i];
             Interlocked.Increment(ref _pendingReleases);
             Volatile.Write(ref _registered[i], 1);
-            int rc = NativeMethods.ember_server_route(Handle, Utf8.Z(r.Method), Utf8.Z(r.Pattern),
-                HandlerThunk, new IntPtr(i), ReleaseThunk);
+            int rc;
+            if (r.WebSocket != null)
+            {
+                var handlers = WsHandlers();
+                rc = NativeMethods.ember_server_websocket(Handle, Utf8.Z(r.Pattern), ref handlers, new IntPtr(i), ReleaseThunk);
+            }
+            else if (r.StreamBody || r.Raw != null)
+            {
+                // Adapters (System.Web, OWIN) may block on their own streamed answer (a flush
+                // waits for room the connection's I/O thread must make): under Auto dispatch
+                // they always get a pool thread.
+                uint flags = (r.StreamBody ? NativeMethods.EMBER_ROUTE_STREAM_BODY : 0u)
+                    | (r.Raw != null ? NativeMethods.EMBER_ROUTE_POOL : 0u);
+                rc = NativeMethods.ember_server_route_flags(Handle, Utf8.Z(r.Method), Utf8.Z(r.Pattern),
+                    flags, HandlerThunk, new IntPtr(i), ReleaseThunk);
+            }
+            else
+                rc = NativeMethods.ember_server_route(Handle, Utf8.Z(r.Method), Utf8.Z(r.Pattern),
+                    HandlerThunk, new IntPtr(i), ReleaseThunk);
             if (rc != NativeMethods.EMBER_OK)
             {
                 var err = Native.Error(rc, "ember_server_route(" + (r.Method ?? "*") + " " + r.Pattern + ")");

@@ -41,6 +41,10 @@ namespace Ember.Interop
         public EmberHeader* Params;
         public UIntPtr ParamCount;
         public uint HttpVersion;
+        /// <summary>Declared body length (Content-Length); -1 when unknown or absent (ABI 3).</summary>
+        public long ContentLength;
+        /// <summary>EMBER_REQUEST_BODY_STREAMED, EMBER_REQUEST_WEBSOCKET (ABI 3).</summary>
+        public uint Flags;
     }
 
     /// <summary>ember_stats.</summary>
@@ -75,6 +79,32 @@ namespace Ember.Interop
     [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
     internal delegate void EmberThreadFn(IntPtr userData);
 
+    [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
+    internal delegate void EmberEventFn(IntPtr userData, ulong req, int evt);
+
+    [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
+    internal delegate void EmberWsOpenFn(IntPtr userData, ulong ws, IntPtr info);
+
+    [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
+    internal delegate void EmberWsMessageFn(IntPtr userData, ulong ws, int kind, IntPtr data, UIntPtr len);
+
+    [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
+    internal delegate void EmberWsCloseFn(IntPtr userData, ulong ws, ushort code, IntPtr reason, UIntPtr len);
+
+    [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
+    internal delegate void EmberWsWritableFn(IntPtr userData, ulong ws);
+
+    /// <summary>ember_ws_handlers: size first, then four function pointers (NULL allowed but for on_message).</summary>
+    [StructLayout(LayoutKind.Sequential)]
+    internal struct EmberWsHandlers
+    {
+        public UIntPtr Size;
+        public IntPtr OnOpen;
+        public IntPtr OnMessage;
+        public IntPtr OnClose;
+        public IntPtr OnWritable;
+    }
+
     [SuppressUnmanagedCodeSecurity]
     internal static unsafe partial class NativeMethods
     {
@@ -89,6 +119,7 @@ namespace Ember.Interop
         internal const int EMBER_OK = 0;
         internal const int EMBER_DISPATCH_INLINE = 0;
         internal const int EMBER_DISPATCH_POOL = 1;
+        internal const int EMBER_DISPATCH_AUTO = 2;
         internal const int EMBER_LIMIT_MAX_HEADER_BYTES = 1;
         internal const int EMBER_LIMIT_MAX_HEADERS = 2;
         internal const int EMBER_LIMIT_MAX_BODY_BYTES = 3;
@@ -96,6 +127,31 @@ namespace Ember.Interop
         internal const int EMBER_LIMIT_IDLE_TIMEOUT_MS = 5;
         internal const int EMBER_LIMIT_MAX_CONNECTIONS = 6;
         internal const int EMBER_LIMIT_HANDLER_TIMEOUT_MS = 7;
+        internal const int EMBER_LIMIT_MIN_BODY_RATE = 8;
+        internal const int EMBER_LIMIT_STREAM_QUEUE_BYTES = 12;
+        internal const int EMBER_LIMIT_WS_MAX_MESSAGE_BYTES = 13;
+        internal const int EMBER_LIMIT_WS_QUEUE_BYTES = 14;
+        internal const int EMBER_LIMIT_WS_PING_INTERVAL_MS = 15;
+        internal const int EMBER_LIMIT_WS_MAX_CONNECTIONS = 16;
+        internal const int EMBER_LIMIT_MAX_STREAM_BODY_BYTES = 17;
+        internal const uint EMBER_ROUTE_STREAM_BODY = 1;
+        internal const uint EMBER_ROUTE_POOL = 2;
+        internal const uint EMBER_REQUEST_BODY_STREAMED = 1;
+        internal const uint EMBER_REQUEST_WEBSOCKET = 2;
+        internal const int EMBER_EVENT_WRITABLE = 1;
+        internal const int EMBER_EVENT_READABLE = 2;
+        internal const int EMBER_EVENT_ABORTED = 3;
+        internal const int EMBER_EVENT_COMPLETED = 4;
+        internal const int EMBER_WS_TEXT = 1;
+        internal const int EMBER_WS_BINARY = 2;
+        internal const int EMBER_ERR_INVALID_ARG = -2;
+        internal const int EMBER_ERR_STATE = -3;
+        internal const int EMBER_ERR_ALREADY_ANSWERED = -6;
+        internal const int EMBER_ERR_TIMED_OUT = -7;
+        internal const int EMBER_ERR_CLIENT_GONE = -8;
+        internal const int EMBER_ERR_INVALID_HANDLE = -9;
+        internal const int EMBER_ERR_WOULD_BLOCK = -14;
+        internal const int EMBER_ERR_TOO_LARGE = -15;
         internal const uint EMBER_WAIT_FOREVER = uint.MaxValue;
 
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
@@ -193,5 +249,64 @@ namespace Ember.Interop
         internal static extern int ember_request_respond_nocopy(ulong req, ushort status,
             byte* headers, UIntPtr headersLen, byte* body, UIntPtr bodyLen,
             EmberReleaseFn release, IntPtr releaseData);
+    
+        // ---------------- streaming (ABI 3) ----------------
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int ember_server_route_flags(EmberServerHandle server, byte[] method, byte[] pattern, uint flags,
+            EmberHandlerFn handler, IntPtr userData, EmberReleaseFn release);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int ember_response_begin(ulong req, ushort status, byte* headers, UIntPtr headersLen);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int ember_response_write(ulong req, byte* data, UIntPtr len);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int ember_response_end(ulong req);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int ember_response_abort(ulong req);
+
+        /// <summary>Blocking; EMBER_ERR_STATE on an I/O thread.</summary>
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int ember_response_wait_writable(ulong req, uint timeoutMs);
+
+        /// <summary>timeoutMs 0 never blocks; otherwise EMBER_ERR_STATE on an I/O thread.</summary>
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int ember_request_read(ulong req, byte* buf, UIntPtr cap, uint timeoutMs, out UIntPtr n);
+
+        /// <summary>Takes a raw function pointer: the binding's event delegates are static
+        /// (or come from another domain, see RequestEvents).</summary>
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int ember_request_on_event(ulong req, IntPtr eventFn, IntPtr userData);
+
+        // ---------------- WebSocket (ABI 3) ----------------
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int ember_server_websocket(EmberServerHandle server, byte[] pattern, ref EmberWsHandlers handlers,
+            IntPtr userData, EmberReleaseFn release);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int ember_ws_accept(ulong ws, byte* headers, UIntPtr headersLen);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int ember_ws_send(ulong ws, int kind, byte* data, UIntPtr len);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int ember_ws_close(ulong ws, ushort code, byte* reason, UIntPtr reasonLen);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int ember_ws_join(ulong ws, byte[] group);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int ember_ws_leave(ulong ws, byte[] group);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int ember_ws_buffered(ulong ws, out UIntPtr bytes);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int ember_server_ws_broadcast(EmberServerHandle server, byte[] group, int kind, byte* data, UIntPtr len,
+            ulong except, out UIntPtr sent);
     }
 }

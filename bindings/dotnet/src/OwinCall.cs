@@ -12,14 +12,22 @@ namespace Ember
     /// <summary>
     /// One OWIN request: its environment (everything copied out of the engine's memory first,
     /// since an OWIN application awaits), its response stream and headers, and the answer through
-    /// <see cref="ResponseSink"/> (the single place that switches to streaming later).
+    /// <see cref="ResponseSink"/> (one call, or a streamed answer once the application flushes).
     /// </summary>
-    internal sealed unsafe class OwinCall
+    internal sealed class OwinCall : IRequestOwner
     {
+        /// <summary>Collected response bytes beyond this go out as a chunk (the head is fixed then):
+        /// an answer up to 1 MiB that is never flushed still goes in one call, with Content-Length.</summary>
+        const int AutoFlushBytes = 1 << 20;
+
         readonly ulong _req;
         readonly EmberServer _server;
         readonly ResponseSink _sink;
         IDictionary<string, object> _env;
+        RequestEvents _events;
+        CancellationToken _disposing;
+        CancellationTokenSource _linked;
+        volatile bool _endedByEngine;
         Dictionary<string, string[]> _responseHeaders;
         List<KeyValuePair<Action<object>, object>> _onSendingHeaders;
         int _headersSent;
@@ -30,9 +38,42 @@ namespace Ember
             _req = req;
             _server = server;
             _sink = new ResponseSink(req);
+            _sink.Events = () => Events;
         }
 
-        internal IDictionary<string, object> Build(EmberRequestInfo* info, string pathBase, CancellationToken cancelled,
+        /// <summary>The request's engine events, registered at first need (owin.CallCancelled
+        /// read, or a flush that found the queue full).</summary>
+        public RequestEvents Events
+        {
+            get
+            {
+                RequestEvents e = Volatile.Read(ref _events);
+                if (e != null) return e;
+                lock (_sink)
+                {
+                    if (_events == null) _events = RequestEvents.Register(_req, _server);
+                    return _events;
+                }
+            }
+        }
+
+        public bool HasResponded { get { return _sink.HeadFixed; } }
+
+        public void MarkEndedByEngine() { _endedByEngine = true; }
+
+        /// <summary>owin.CallCancelled, made when the application first reads it: cancelled when
+        /// the client leaves, the handler timeout answers, or the server stops.</summary>
+        object MakeCallCancelled()
+        {
+            RequestEvents ev = Events;
+            if (ev.IsAborted) return new CancellationToken(true);
+            CancellationToken aborted = ev.Aborted;
+            if (!aborted.CanBeCanceled) return _disposing;   // the request already ended normally
+            _linked = CancellationTokenSource.CreateLinkedTokenSource(_disposing, aborted);
+            return _linked.Token;
+        }
+
+        internal unsafe IDictionary<string, object> Build(EmberRequestInfo* info, string pathBase, CancellationToken cancelled,
             IDictionary<string, object> capabilities)
         {
             _method = Utf8.Method(info->Method);
@@ -66,7 +107,11 @@ namespace Ember
             string localPort = _server.Port.ToString(CultureInfo.InvariantCulture);
             string localIp = _server.Options.Host ?? "127.0.0.1";
 
-            var env = new Dictionary<string, object>(32, StringComparer.Ordinal)
+            _disposing = cancelled;
+            Stream requestBody = (info->Flags & NativeMethods.EMBER_REQUEST_BODY_STREAMED) != 0
+                ? (Stream)new EmberRequestBodyStream(this, info->Id, info->ContentLength)
+                : new MemoryStream(Utf8.ToArray(info->Body), false);
+            var env = new OwinEnvironment(32, "owin.CallCancelled", MakeCallCancelled)
             {
                 { "owin.Version", "1.0" },
                 { "owin.RequestMethod", _method },
@@ -76,15 +121,13 @@ namespace Ember
                 { "owin.RequestQueryString", Utf8.FromView(info->Query) },
                 { "owin.RequestProtocol", v == 10 ? "HTTP/1.0" : v == 20 ? "HTTP/2.0" : "HTTP/1.1" },
                 { "owin.RequestHeaders", headers },
-                // STREAMING HOOK (request bodies): the engine buffered the body; with streamed
-                // bodies this becomes a stream over ember_request_read.
-                { "owin.RequestBody", new MemoryStream(Utf8.ToArray(info->Body), false) },
+                // Methods that carry bodies stream them (read as they arrive); GET, HEAD, DELETE
+                // and OPTIONS come buffered (see MapOwin).
+                { "owin.RequestBody", requestBody },
                 { "owin.RequestId", info->Id.ToString("x", CultureInfo.InvariantCulture) },
                 { "owin.ResponseHeaders", _responseHeaders },
                 { "owin.ResponseBody", new OwinResponseStream(this) },
-                // ABORT HOOK: cancelled when the server stops; with the engine's abort notice
-                // (EMBER_EVENT_ABORTED) also when this client goes away.
-                { "owin.CallCancelled", cancelled },
+                // owin.CallCancelled: made on first access (OwinEnvironment, MakeCallCancelled).
                 { "server.RemoteIpAddress", remoteIp },
                 { "server.RemotePort", remotePort },
                 { "server.LocalIpAddress", localIp },
@@ -130,21 +173,63 @@ namespace Ember
             }
         }
 
-        /// <summary>A write to owin.ResponseBody (the head is fixed by the first one).</summary>
+        /// <summary>A write to owin.ResponseBody (the head is fixed by the first one). Collected until
+        /// a flush, the end, or 1 MiB: then it goes out as a chunk (waiting, blocking, while the
+        /// client is slow).</summary>
         internal void Write(byte[] buffer, int offset, int count)
         {
             SendHeaders();
             _sink.Write(buffer, offset, count);
+            if (_sink.Buffered >= AutoFlushBytes) Check(_sink.Flush(false));
         }
 
-        /// <summary>A flush of owin.ResponseBody: today it fixes the head (see ResponseSink).</summary>
+        internal Task WriteAsync(byte[] buffer, int offset, int count)
+        {
+            SendHeaders();
+            _sink.Write(buffer, offset, count);
+            if (_sink.Buffered < AutoFlushBytes) return s_done;
+            return FlushAsync();
+        }
+
+        /// <summary>A flush of owin.ResponseBody: the head and what was written go out now (a
+        /// streamed answer from then on).</summary>
         internal void Flush()
         {
             SendHeaders();
-            _sink.Flush(false);
+            Check(_sink.Flush(false));
+        }
+
+        internal async Task FlushAsync()
+        {
+            SendHeaders();
+            Check(await _sink.FlushAsync(false).ConfigureAwait(false));
+        }
+
+        static readonly Task s_done = Task.FromResult(true);
+
+        /// <summary>A write that could not go on: the client left (or the engine answered).</summary>
+        void Check(int rc)
+        {
+            if (rc == NativeMethods.EMBER_OK) return;
+            throw ResponseEnded(rc);
+        }
+
+        internal Exception ResponseEnded(int rc)
+        {
+            var result = (EmberResult)rc;
+            if (result == EmberResult.ClientGone || result == EmberResult.TimedOut || result == EmberResult.InvalidHandle
+                || result == EmberResult.TooLarge)
+            {
+                MarkEndedByEngine();
+                return new EmberStreamException(result == EmberResult.InvalidHandle ? EmberResult.ClientGone : result,
+                    "the response cannot go on: the client left, the handler timeout answered, or the server stopped");
+            }
+            return new ObjectDisposedException("owin.ResponseBody", "the response has ended (" + Native.ResultName(rc) + ")");
         }
 
         internal bool Answered { get { return _sink.Done; } }
+
+        internal int AnswerResult { get { return _sink.Result; } }
 
         /// <summary>The application's Task ended (null = nothing to wait for).</summary>
         internal void Complete(Task t)
@@ -172,8 +257,20 @@ namespace Ember
         /// the response ends with what was written).</summary>
         internal void Fail(Exception ex)
         {
-            try { _server.RaiseError(ex, _method, _path); } catch { }
+            try
+            {
+                if (EndedByEngine(ex)) _server.RaiseLog(EmberLogLevel.Debug, "OWIN call ended early (" + _method + " " + _path + "): " + ex.Message, ex);
+                else _server.RaiseError(ex, _method, _path);
+            }
+            catch { }
             Interlocked.Exchange(ref _headersSent, 1);
+            if (_sink.Streaming)
+            {
+                // Half an answer must not look whole: cut it.
+                _sink.Abort();
+                Done();
+                return;
+            }
             if (_sink.HeadFixed)
             {
                 Answer();
@@ -185,11 +282,43 @@ namespace Ember
             byte[] m = Encoding.ASCII.GetBytes("Internal Server Error");
             fresh.Write(m, 0, m.Length);
             Report(fresh.Flush(true));
+            Done();
+        }
+
+        bool EndedByEngine(Exception ex)
+        {
+            var se = ex as EmberStreamException;
+            if (se != null) return se.EndedByEngine;
+            if (ex is OperationCanceledException)
+            {
+                RequestEvents e = Volatile.Read(ref _events);
+                return _endedByEngine || (e != null && e.IsAborted);
+            }
+            return false;
         }
 
         void Answer()
         {
-            Report(_sink.Flush(true));
+            Task<int> t = _sink.FlushAsync(true);
+            if (t.IsCompleted)
+            {
+                Report(t.Result);
+                Done();
+                return;
+            }
+            t.ContinueWith((done, state) =>
+            {
+                var call = (OwinCall)state;
+                call.Report(done.IsFaulted ? NativeMethods.EMBER_ERR_CLIENT_GONE : done.Result);
+                call.Done();
+            }, this, CancellationToken.None, TaskContinuationOptions.ExecuteSynchronously, TaskScheduler.Default);
+        }
+
+        /// <summary>The call is over: the linked token (if made) lets go of the server's.</summary>
+        void Done()
+        {
+            CancellationTokenSource linked = Interlocked.Exchange(ref _linked, null);
+            if (linked != null) linked.Dispose();
         }
 
         void Report(int rc)
@@ -254,26 +383,44 @@ namespace Ember
         public override long Seek(long offset, SeekOrigin origin) { throw new NotSupportedException(); }
         public override void SetLength(long value) { throw new NotSupportedException(); }
 
-        public override void Write(byte[] buffer, int offset, int count)
+        void Check(byte[] buffer, int offset, int count)
         {
             if (buffer == null) throw new ArgumentNullException("buffer");
             if (offset < 0 || count < 0 || offset > buffer.Length - count) throw new ArgumentOutOfRangeException("count");
-            if (_call.Answered) throw new ObjectDisposedException("owin.ResponseBody", "the response has ended");
+            if (_call.Answered) throw _call.ResponseEnded(_call.AnswerResult == NativeMethods.EMBER_OK ? NativeMethods.EMBER_ERR_ALREADY_ANSWERED : _call.AnswerResult);
+        }
+
+        public override void Write(byte[] buffer, int offset, int count)
+        {
+            Check(buffer, offset, count);
             _call.Write(buffer, offset, count);
         }
 
         public override Task WriteAsync(byte[] buffer, int offset, int count, CancellationToken cancellationToken)
         {
-            Write(buffer, offset, count);
-            return Task.CompletedTask;
+            try
+            {
+                Check(buffer, offset, count);
+                return _call.WriteAsync(buffer, offset, count);
+            }
+            catch (Exception ex)
+            {
+                var t = new TaskCompletionSource<bool>();
+                t.SetException(ex);
+                return t.Task;
+            }
         }
 
-        public override void Flush() { _call.Flush(); }
+        public override void Flush()
+        {
+            if (_call.Answered) return;
+            _call.Flush();
+        }
 
         public override Task FlushAsync(CancellationToken cancellationToken)
         {
-            Flush();
-            return Task.CompletedTask;
+            if (_call.Answered) return Task.CompletedTask;
+            return _call.FlushAsync();
         }
     }
 }

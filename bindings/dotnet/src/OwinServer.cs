@@ -60,9 +60,9 @@ namespace Ember
             pathBase = (pathBase ?? string.Empty).TrimEnd('/');
             if (pathBase.Length > 0 && pathBase[0] != '/') throw new ArgumentException("pathBase must start with '/'", "pathBase");
             var host = new OwinHost(server, app, pathBase);
-            server.MapRaw(null, pathBase.Length == 0 ? "/" : pathBase, host.OnRequest);
-            if (pathBase.Length > 0) server.MapRaw(null, pathBase + "/", host.OnRequest);   // the catch-all needs a non-empty rest
-            server.MapRaw(null, pathBase + "/{*path}", host.OnRequest);
+            server.MapRawAllMethods(pathBase.Length == 0 ? "/" : pathBase, host.OnRequest);
+            if (pathBase.Length > 0) server.MapRawAllMethods(pathBase + "/", host.OnRequest);   // the catch-all needs a non-empty rest
+            server.MapRawAllMethods(pathBase + "/{*path}", host.OnRequest);
             return server;
         }
     }
@@ -95,8 +95,8 @@ namespace Ember
             try { old.Cancel(); } catch (AggregateException ex) { _server.RaiseError(ex, null, null); }
         }
 
-        /// <summary>host.OnAppDisposing and (until the engine's abort notice) owin.CallCancelled
-        /// are cancelled when the server stops.</summary>
+        /// <summary>host.OnAppDisposing is cancelled when the server stops (owin.CallCancelled too,
+        /// and also when the client leaves or the handler timeout answers).</summary>
         internal CancellationToken Disposing { get { return Volatile.Read(ref _disposing).Token; } }
 
         internal void OnRequest(ulong req, IntPtr infoPtr)

@@ -49,6 +49,21 @@ namespace Ember
         internal static long Attached { get { return Interlocked.Read(ref s_attached); } }
         internal static long Detached { get { return Interlocked.Read(ref s_detached); } }
 
+        static long s_callbacks, s_foreign;
+
+        /// <summary>Counts an engine callback, and whether it came on a thread the start hook
+        /// did not register (with the hooks set, that would be a thread the runtime only attached
+        /// implicitly; tests assert it never happens for events and WebSocket callbacks).</summary>
+        internal static void NoteCallback()
+        {
+            if (Volatile.Read(ref s_state) <= 0) return;
+            Interlocked.Increment(ref s_callbacks);
+            if (t_engine == null) Interlocked.Increment(ref s_foreign);
+        }
+
+        internal static long Callbacks { get { return Interlocked.Read(ref s_callbacks); } }
+        internal static long ForeignCallbacks { get { return Interlocked.Read(ref s_foreign); } }
+
         /// <summary>This thread's record when it is an engine thread (null otherwise).</summary>
         internal static EngineThread Current { get { return t_engine; } }
 

@@ -47,6 +47,23 @@ namespace Ember
             }
         }
 
+        /// <summary>ember_response_begin with the response's status and headers.</summary>
+        internal static int Begin(ulong req, EmberResponse r)
+        {
+            int need = HeaderMax(r);
+            byte[] buf = t_scratch;
+            if (buf == null || buf.Length < need)
+            {
+                buf = new byte[Math.Max(need, 4096)];
+                if (buf.Length <= ScratchKeep) t_scratch = buf;
+            }
+            fixed (byte* b = buf)
+            {
+                int hlen = WriteHeaders(r, b);
+                return NativeMethods.ember_response_begin(req, (ushort)r.StatusCode, b, (UIntPtr)hlen);
+            }
+        }
+
         static int HeaderMax(EmberResponse r)
         {
             int n = 0;

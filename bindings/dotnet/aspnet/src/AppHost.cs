@@ -31,6 +31,8 @@ namespace Ember.AspNet
         internal string PhysicalPath;
         internal string LocalAddress = "127.0.0.1";
         internal int LocalPort;
+        /// <summary>The server domain's abort-notice callback (AbortCell); zero = none.</summary>
+        internal IntPtr AbortFn;
         DomainWatch _watch;
         long _refused;
 
@@ -60,8 +62,9 @@ namespace Ember.AspNet
         public override object InitializeLifetimeService() { return null; }
 
         /// <summary>Called once after the domain was created (and again when the port is known).</summary>
-        public void Configure(string virtualPath, string physicalPath, string localAddress, int localPort, DomainWatch watch)
+        public void Configure(string virtualPath, string physicalPath, string localAddress, int localPort, DomainWatch watch, long abortFn)
         {
+            AbortFn = new IntPtr(abortFn);
             VirtualPath = virtualPath;
             PhysicalPath = physicalPath.EndsWith(Path.DirectorySeparatorChar.ToString(), StringComparison.Ordinal)
                 ? physicalPath : physicalPath + Path.DirectorySeparatorChar;
@@ -105,7 +108,8 @@ namespace Ember.AspNet
             {
                 // HttpRuntime itself failed (it reports application errors as pages): answer 500
                 // unless something was sent already.
-                if (!wr.Sink.Done)
+                if (wr.Sink.Streaming) wr.Sink.Abort();   // half an answer must not look whole
+                else if (!wr.Sink.Done)
                 {
                     wr.Sink.SetStatus(500);
                     wr.Sink.AddHeader("Content-Type", "text/plain; charset=utf-8");

@@ -64,19 +64,30 @@ namespace Ember.AspNet
                 options.Dispatch = EmberDispatch.Pool;
                 _inlineRefused = true;
             }
+            // POST, PUT ... bodies are streamed to System.Web (ReadEntityBody reads from the
+            // client as it sends); the body limit stays the one limit for every request.
+            if (!options.MaxStreamBodyBytes.HasValue) options.MaxStreamBodyBytes = options.MaxBodyBytes ?? DefaultMaxBody;
             _server = new EmberServer(options);
             if (virtualPath == "/")
             {
-                _server.MapRaw(null, "/", OnRequest);
-                _server.MapRaw(null, "/{*path}", OnRequest);
+                _server.MapRawAllMethods("/", OnRequest);
+                _server.MapRawAllMethods("/{*path}", OnRequest);
             }
             else
             {
-                _server.MapRaw(null, virtualPath, OnRequest);
-                _server.MapRaw(null, virtualPath + "/", OnRequest);   // the catch-all needs a non-empty rest
-                _server.MapRaw(null, virtualPath + "/{*path}", OnRequest);
+                _server.MapRawAllMethods(virtualPath, OnRequest);
+                _server.MapRawAllMethods(virtualPath + "/", OnRequest);   // the catch-all needs a non-empty rest
+                _server.MapRawAllMethods(virtualPath + "/{*path}", OnRequest);
             }
         }
+
+        /// <summary>The engine's default body limit (EMBER_LIMIT_MAX_BODY_BYTES), also used for
+        /// streamed bodies here unless MaxStreamBodyBytes is set.</summary>
+        const long DefaultMaxBody = 16L << 20;
+
+        /// <summary>The abort-notice callback of THIS (the server's) domain, for the application's
+        /// domain (see AbortCell): it outlives every application domain.</summary>
+        static readonly long s_abortFn = AbortCell.FunctionPointer.ToInt64();
 
         /// <summary>The Ember server underneath (options, stats, Log and Error events).</summary>
         public EmberServer Server { get { return _server; } }
@@ -121,7 +132,7 @@ namespace Ember.AspNet
             {
                 _localAddress = host.Trim('[', ']');
                 _localPort = port;
-                if (_current != null) _current.Host.Configure(_virtualPath, _physicalPath, _localAddress, _localPort, null);
+                if (_current != null) _current.Host.Configure(_virtualPath, _physicalPath, _localAddress, _localPort, null, s_abortFn);
             }
         }
 
@@ -165,7 +176,7 @@ namespace Ember.AspNet
                 var watch = new DomainWatch();
                 AppDomain domain;
                 AppHost host = AppDomainFactory.Create(_virtualPath, _physicalPath, out domain);
-                host.Configure(_virtualPath, _physicalPath, _localAddress, _localPort, watch);
+                host.Configure(_virtualPath, _physicalPath, _localAddress, _localPort, watch, s_abortFn);
                 Volatile.Write(ref _current, new Generation { Host = host, Domain = domain, Watch = watch });
                 int n = Interlocked.Increment(ref _generations);
                 if (n > 1) _server.RaiseLog(EmberLogLevel.Info, "ASP.NET application restarted (domain generation " + n + ")", null);

@@ -32,6 +32,7 @@ namespace Ember.AspNet
         EndOfSendNotification _endOfSend;
         object _endOfSendData;
         int _ended;
+        IntPtr _abortCell;   // AbortCell: the engine's abort notice, once IsClientConnected was asked
 
         internal EmberWorkerRequest(AppHost host, ulong req, EmberRequestInfo* info)
         {
@@ -72,9 +73,9 @@ namespace Ember.AspNet
                 }
             }
             _unknown = unknown == null ? NoHeaders : unknown.ToArray();
-            _body = new RequestBody(this, info->Body);
-            // The engine has de-chunked and buffered the body: System.Web sizes its input by
-            // Content-Length, so it gets the real length (see RequestBody for streamed bodies).
+            _body = new RequestBody(this, req, info);
+            // System.Web sizes its input by Content-Length: it gets the declared length, or the
+            // real one of a chunked body (de-chunked by the engine, see RequestBody).
             if (_body.Total > 0 || _known[HeaderContentLength] != null)
                 _known[HeaderContentLength] = _body.Total.ToString(CultureInfo.InvariantCulture);
             _known[HeaderTransferEncoding] = null;
@@ -346,15 +347,21 @@ namespace Ember.AspNet
         }
 
         /// <summary>
-        /// ABORT HOOK: today a request counts as connected until its answer was refused (client
-        /// gone or handler timeout). With the engine's abort notice (ember_request_on_event,
-        /// EMBER_EVENT_ABORTED) this reads a flag that the event sets.
+        /// False once the client left (or the handler timeout answered, or the server stops): the
+        /// engine's abort notice, registered at the first call (a request that never asks pays
+        /// nothing) and written into native memory (AbortCell), since this domain may unload
+        /// before the engine's last word. After the answer: whether it was taken.
         /// </summary>
         public override bool IsClientConnected()
         {
-            if (!_sink.Done) return true;
-            int rc = _sink.Result;
-            return rc == NativeMethods.EMBER_OK;
+            if (_sink.Done) return _sink.Result == NativeMethods.EMBER_OK;
+            if (_body.Failed) return false;
+            if (_abortCell == IntPtr.Zero)
+            {
+                if (_host.AbortFn == IntPtr.Zero) return true;
+                _abortCell = AbortCell.Watch(_req, _host.AbortFn);
+            }
+            return !AbortCell.IsAborted(_abortCell);
         }
 
         public override void SetEndOfSendNotification(EndOfSendNotification callback, object extraData)
@@ -368,6 +375,9 @@ namespace Ember.AspNet
             if (Interlocked.Exchange(ref _ended, 1) != 0) return;
             // A request that ends without a final flush still gets what it sent.
             if (!_sink.Done) FlushResponse(true);
+            IntPtr cell = _abortCell;
+            _abortCell = IntPtr.Zero;
+            AbortCell.Release(cell);
             EndOfSendNotification cb = _endOfSend;
             if (cb != null)
             {

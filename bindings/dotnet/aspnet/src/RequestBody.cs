@@ -7,31 +7,47 @@ namespace Ember.AspNet
     /// The request body as System.Web reads it: a preloaded head (GetPreloadedEntityBody) and the
     /// rest through ReadEntityBody, the way IIS hands over a large body.
     ///
-    /// STREAMING HOOK (request bodies): today the engine has buffered the whole body before the
-    /// handler runs, so <see cref="ReadMore"/> copies from that buffer. When the engine streams
-    /// request bodies (ember_request_read on a route registered with EMBER_ROUTE_STREAM_BODY),
-    /// only <see cref="ReadMore"/> and the constructor's length change: the preloaded head is then
-    /// whatever the first read returns, and Total comes from Content-Length (or -1 for chunked).
+    /// Methods that carry bodies (POST, PUT ...) come on streamed-body routes: the engine holds a
+    /// small window, and <see cref="ReadMore"/> reads from the client as it sends
+    /// (ember_request_read, blocking: System.Web runs on a pool thread), so an upload costs the
+    /// engine a few KiB whatever its size. The preloaded head is the first 64 KiB. System.Web
+    /// sizes its input by Content-Length, so a body without one (chunked) is read whole first (up
+    /// to the body limit) and handed over with its real length. GET, HEAD, DELETE and OPTIONS
+    /// keep the engine's buffered body (read from its memory).
     /// </summary>
     internal sealed unsafe class RequestBody
     {
         /// <summary>How much of the body System.Web gets preloaded (IIS preloads 48-64 KiB).</summary>
         internal const int PreloadBytes = 64 * 1024;
 
+        /// <summary>How long a read waits for the client before the request counts as gone.</summary>
+        const uint ReadTimeoutMs = 60000;
+
         readonly EmberStr _view;   // the engine's buffered body, valid until the request is answered
         readonly EmberWorkerRequest _owner;
-        readonly int _total;
+        readonly ulong _req;
+        readonly bool _streamed;
+        int _total;
         int _position;             // bytes handed out so far (preloaded head included)
         byte[] _preloaded;
+        byte[] _whole;             // a streamed body of unknown length, read whole
+        bool _failed;
 
-        internal RequestBody(EmberWorkerRequest owner, EmberStr view)
+        internal RequestBody(EmberWorkerRequest owner, ulong req, EmberRequestInfo* info)
         {
             _owner = owner;
-            _view = view;
-            _total = checked((int)view.Len.ToUInt64());
+            _req = req;
+            _view = info->Body;
+            _streamed = (info->Flags & NativeMethods.EMBER_REQUEST_BODY_STREAMED) != 0;
+            if (!_streamed) _total = checked((int)_view.Len.ToUInt64());
+            else if (info->ContentLength >= 0) _total = info->ContentLength > int.MaxValue ? int.MaxValue : (int)info->ContentLength;
+            else ReadWhole();
         }
 
         internal int Total { get { return _total; } }
+
+        /// <summary>The client or the engine ended the body early (gone, 413, 408).</summary>
+        internal bool Failed { get { return _failed; } }
 
         internal bool EntirelyPreloaded { get { return _total <= PreloadBytes; } }
 
@@ -45,9 +61,16 @@ namespace Ember.AspNet
             {
                 int n = PreloadedLength;
                 var a = new byte[n];
-                CopyOut(0, a, 0, n);
+                int got = CopyOut(0, a, 0, n);
+                if (got < n)
+                {
+                    // The body ended short (client gone, or the engine answered 413/408).
+                    var b = new byte[got];
+                    Buffer.BlockCopy(a, 0, b, 0, got);
+                    a = b;
+                }
                 _preloaded = a;
-                if (_position < n) _position = n;
+                if (_position < a.Length) _position = a.Length;
             }
             return _preloaded;
         }
@@ -57,21 +80,72 @@ namespace Ember.AspNet
         {
             if (buffer == null) throw new ArgumentNullException("buffer");
             if (offset < 0 || size < 0 || offset > buffer.Length - size) throw new ArgumentOutOfRangeException("size");
-            if (_position < PreloadedLength) _position = PreloadedLength;   // the head is read via Preloaded()
+            if (_position < PreloadedLength && _preloaded == null) Preloaded();   // the head is read via Preloaded()
             int n = Math.Min(size, _total - _position);
             if (n <= 0) return 0;
-            CopyOut(_position, buffer, offset, n);
+            n = CopyOut(_position, buffer, offset, n);
             _position += n;
             return n;
         }
 
-        void CopyOut(int from, byte[] to, int offset, int count)
+        /// <summary>Copies body bytes [from, from+count) out; fewer when a streamed body ended early.</summary>
+        int CopyOut(int from, byte[] to, int offset, int count)
         {
-            if (count == 0) return;
+            if (count == 0) return 0;
+            if (_whole != null)
+            {
+                Buffer.BlockCopy(_whole, from, to, offset, count);
+                return count;
+            }
+            if (_streamed) return ReadStreamed(to, offset, count);
             // The engine's views end with the answer; System.Web reads the body before it answers.
             if (!_owner.RequestViewsLive)
                 throw new InvalidOperationException("the request body was read after the response was sent");
             fixed (byte* d = to) Buffer.MemoryCopy(_view.Ptr + from, d + offset, to.Length - offset, count);
+            return count;
+        }
+
+        /// <summary>Reads exactly count bytes from the client (fewer at an early end).</summary>
+        int ReadStreamed(byte[] to, int offset, int count)
+        {
+            int got = 0;
+            while (got < count && !_failed)
+            {
+                UIntPtr n;
+                int rc;
+                fixed (byte* d = to) rc = NativeMethods.ember_request_read(_req, d + offset + got, (UIntPtr)(count - got), ReadTimeoutMs, out n);
+                if (rc != NativeMethods.EMBER_OK || n == UIntPtr.Zero)
+                {
+                    _failed = true;   // too large (413), too slow (408), gone, or shorter than declared
+                    break;
+                }
+                got += (int)n.ToUInt64();
+            }
+            return got;
+        }
+
+        void ReadWhole()
+        {
+            var buf = new byte[PreloadBytes];
+            int len = 0;
+            while (true)
+            {
+                if (len == buf.Length)
+                {
+                    var b = new byte[buf.Length * 2];
+                    Buffer.BlockCopy(buf, 0, b, 0, len);
+                    buf = b;
+                }
+                UIntPtr n;
+                int rc;
+                fixed (byte* d = buf) rc = NativeMethods.ember_request_read(_req, d + len, (UIntPtr)(buf.Length - len), ReadTimeoutMs, out n);
+                if (rc != NativeMethods.EMBER_OK) { _failed = true; break; }
+                if (n == UIntPtr.Zero) break;
+                len += (int)n.ToUInt64();
+            }
+            _whole = new byte[len];
+            Buffer.BlockCopy(buf, 0, _whole, 0, len);
+            _total = len;
         }
     }
 }
