@@ -4,17 +4,24 @@ sampled every second; fails on an unexpected answer or on RSS growth after warm-
 
     bench/soak/soak.py --app samples/c/ember_ref --seconds 20          # the CI smoke
     bench/soak/soak.py --app "python3 samples/python/ember_ref.py" --seconds 3600 --out bench/results/soak-py
+    bench/soak/soak.py --app samples/c/ember_ref --requests 10000000 --procs 2 --out bench/results/soak-c
+                                                  # the full size; bench/soak/run.sh runs every host
 
 The mix, per client thread: GET / , GET /users/{id}, POST /echo (0 B to 64 KiB), GET /inspect,
 GET /fail (500), GET /slow?ms=5, an unknown path (404), a body over the limit (413), and
-keep-alive churn (every 20th request closes its connection). Growth: the RSS peak of the
+keep-alive churn (every 20th request closes its connection). --procs client processes with
+--clients threads each (one Python process tops out at a few thousand requests per second,
+below what the engine serves); --requests stops at that many (--seconds stays an upper bound).
+The run also stops early when the app dies (its exit and stderr tail are recorded). Growth: the RSS peak of the
 last half against the peak of the first half after warm-up (the first quarter); allowed
 5% or 2 MB, whichever is larger.
 """
 import argparse
 import http.client
 import json
+import multiprocessing
 import os
+import signal
 import random
 import sys
 import threading
@@ -77,10 +84,11 @@ def one(conn, rnd):
     return ok, (kind, r.status), close or kind == 7 or r.getheader("Connection", "").lower() == "close"
 
 
-def client(port, deadline, counts, errors, seed):
+def client(port, stop, counts, errors, seed):
+    """One client thread of a client process; counts[0] and errors are its process's."""
     rnd = random.Random(seed)
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    while time.monotonic() < deadline:
+    while not stop.is_set():
         try:
             ok, what, closed = one(conn, rnd)
         except (OSError, http.client.HTTPException, ValueError) as e:
@@ -94,28 +102,77 @@ def client(port, deadline, counts, errors, seed):
     conn.close()
 
 
+def client_proc(port, clients, seed, slot, shared_counts, shared_errors, errq, done):
+    """A client process: `clients` threads until `done` is set. Its count and error count
+    go to its own slot of the shared arrays (one writer per slot, no lock); its first errors
+    through errq at the end."""
+    stop = threading.Event()
+    counts, errors = [0], []
+    threads = [threading.Thread(target=client, args=(port, stop, counts, errors, seed * 1000 + i), daemon=True)
+               for i in range(clients)]
+    for t in threads:
+        t.start()
+    while not done.wait(0.1):
+        shared_counts[slot], shared_errors[slot] = counts[0], len(errors)
+    stop.set()
+    for t in threads:
+        t.join(15)
+    shared_counts[slot], shared_errors[slot] = counts[0], len(errors)
+    for e in errors[:10]:
+        errq.put(str(e))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--app", default="samples/c/ember_ref")
-    ap.add_argument("--seconds", type=float, default=20)
-    ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--seconds", type=float, default=None, help="upper bound (default 20, none with --requests)")
+    ap.add_argument("--requests", type=int, default=0, help="stop after this many requests (0: --seconds only)")
+    ap.add_argument("--clients", type=int, default=8, help="client threads per process")
+    ap.add_argument("--procs", type=int, default=1, help="client processes")
     ap.add_argument("--out", default="")
     args = ap.parse_args()
+    seconds = args.seconds if args.seconds is not None else (float("inf") if args.requests else 20.0)
     app = App(args.app)
     app.start()
-    counts, errors, samples = [0], [], []
-    deadline = time.monotonic() + args.seconds
-    threads = [threading.Thread(target=client, args=(app.port, deadline, counts, errors, i), daemon=True)
-               for i in range(args.clients)]
+    ctx = multiprocessing.get_context("fork")
+    shared_counts = ctx.Array("q", args.procs, lock=False)
+    shared_errors = ctx.Array("q", args.procs, lock=False)
+    errq, done = ctx.Queue(), ctx.Event()
+    procs = [ctx.Process(target=client_proc, args=(app.port, args.clients, i, i, shared_counts, shared_errors, errq, done),
+                         daemon=True) for i in range(args.procs)]
+    samples = []
     t0 = time.monotonic()
-    for t in threads:
-        t.start()
-    while time.monotonic() < deadline:
-        samples.append((round(time.monotonic() - t0, 1), rss_kb(app.proc.pid), counts[0]))
+    for p in procs:
+        p.start()
+    while True:
+        total = sum(shared_counts[:])
+        now = time.monotonic() - t0
+        alive = app.alive()
+        if alive:
+            samples.append((round(now, 1), rss_kb(app.proc.pid), total))
+        if not alive or now >= seconds or (args.requests and total >= args.requests):
+            break
         time.sleep(1)
-    for t in threads:
-        t.join(15)
+    done.set()
+    first_errors = []
+    for p in procs:
+        p.join(30)
+    while not errq.empty() and len(first_errors) < 10:
+        first_errors.append(errq.get())
+    took = time.monotonic() - t0
+    total, unexpected = sum(shared_counts[:]), sum(shared_errors[:])
     alive = app.alive()
+    exit_desc, stderr_tail, stopped_clean = None, None, None
+    if alive:
+        # A graceful stop is part of the result: the app must still drain and exit 0.
+        app.proc.send_signal(signal.SIGTERM)
+        try:
+            stopped_clean = app.proc.wait(15) == 0
+        except Exception:
+            stopped_clean = False
+    else:
+        exit_desc = app.exit_description()
+        stderr_tail = app.output_tail(60)
     app.cleanup()
     n = len(samples)
     warm = samples[n // 4:]
@@ -123,16 +180,21 @@ def main():
     first_peak = max((kb for _, kb, _ in first), default=0)
     last_peak = max((kb for _, kb, _ in last), default=0)
     allowed = max(first_peak * 0.05, 2048)
-    result = {"app": args.app, "seconds": args.seconds, "clients": args.clients, "requests": counts[0],
-              "unexpected": len(errors), "unexpected_first": [str(e) for e in errors[:10]],
+    result = {"app": args.app, "dispatch": os.environ.get("EMBER_DISPATCH", "default"),
+              "workers": os.environ.get("EMBER_WORKERS", "default"), "seconds": round(took, 1),
+              "clients": args.clients, "procs": args.procs, "requests": total,
+              "requests_per_s": round(total / took) if took > 0 else 0,
+              "unexpected": unexpected, "unexpected_first": first_errors,
+              "rss_start_mb": round(samples[0][1] / 1024, 1) if samples else 0,
               "rss_first_half_peak_mb": round(first_peak / 1024, 1), "rss_last_half_peak_mb": round(last_peak / 1024, 1),
               "growth_mb": round((last_peak - first_peak) / 1024, 2), "allowed_mb": round(allowed / 1024, 2),
-              "alive": alive, "samples": samples}
+              "alive": alive, "stopped_clean": stopped_clean, "exit": exit_desc, "stderr_tail": stderr_tail,
+              "samples": samples}
     if args.out:
         with open(args.out + ".json", "w") as f:
-            json.dump(result, f, indent=1)
+            json.dump(result, f, indent=0)
     print(json.dumps({k: v for k, v in result.items() if k != "samples"}))
-    failed = errors or not alive or last_peak - first_peak > allowed or n < 4
+    failed = unexpected or not alive or not stopped_clean or last_peak - first_peak > allowed or n < 4
     return 1 if failed else 0
 
 

@@ -2,6 +2,7 @@
 // request/response routes; the streaming and WebSocket routes are in EmberRefStreaming.cs.
 // Usage: mono EmberRef.exe [port]   (default 8080; 0 picks a free port and prints it)
 // Env: EMBER_DISPATCH=inline|pool|auto (default pool), EMBER_WORKERS=N (default 0 = cores).
+// EMBER_REF_GC_PRESSURE=<KiB> (default 0): garbage allocated per request (EmberRefPressure.cs).
 // Stops gracefully on SIGTERM / SIGINT (Ctrl+C) with exit code 0.
 // Env EMBER_TLS_CERT + EMBER_TLS_KEY (PEM files): also listen with TLS on EMBER_TLS_PORT (default 0);
 // EMBER_ACCESS_LOG=<file> (EMBER_ACCESS_LOG_FORMAT=combined|json). /metrics is the engine's.
@@ -141,16 +142,23 @@ static partial class EmberRef
 
     static void Map(EmberServer server)
     {
-        server.MapGet("/", ctx => ctx.Response.Bytes(HelloBody, Json));
+        server.MapGet("/", ctx => { Pressure(); ctx.Response.Bytes(HelloBody, Json); });
 
         server.MapGet("/users/{id}", ctx =>
-            ctx.Response.Json("{\"id\": " + Quote(ctx.Request.GetRouteValue("id")) + "}"));
+        {
+            Pressure();
+            ctx.Response.Json("{\"id\": " + Quote(ctx.Request.GetRouteValue("id")) + "}");
+        });
 
         server.MapPost("/echo", ctx =>
-            ctx.Response.Bytes(ctx.Request.Body, ctx.Request.ContentType ?? "application/octet-stream"));
+        {
+            Pressure();
+            ctx.Response.Bytes(ctx.Request.Body, ctx.Request.ContentType ?? "application/octet-stream");
+        });
 
         server.MapGet("/inspect", ctx =>
         {
+            Pressure();
             EmberRequest r = ctx.Request;
             var sb = new StringBuilder(512);
             sb.Append("{\"method\": ").Append(Quote(r.Method));
@@ -191,6 +199,7 @@ static partial class EmberRef
         // Throws: the binding answers 500, raises Error/Log, and the server keeps serving.
         server.MapGet("/fail", ctx =>
         {
+            Pressure();
             throw new InvalidOperationException("this handler always fails");
         });
 
