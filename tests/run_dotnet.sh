@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # .NET binding under Mono: installs mono-devel when the C# compiler is missing, builds the
 # engine (cargo build --release), Ember.dll, the samples and the binding tests, runs the binding
-# tests (last line "N passed, N failed"), a Hello smoke test, and the shared HTTP conformance
+# tests (last line "N passed, N failed"), a Hello smoke test, a rebuild beside a running reference
+# app (tests/dotnet/test_restage.py), and the shared HTTP conformance
 # suite against the .NET reference app with pool and inline dispatch.
 # Usage: tests/run_dotnet.sh [test-name-filter]    Exit code non-zero if anything failed.
 set -euo pipefail
@@ -54,6 +55,9 @@ kill "$hello_pid" 2>/dev/null || true
 wait "$hello_pid" 2>/dev/null || true
 rm -f "$out"
 if [[ "$reply" == "Hello from Ember" ]]; then echo "ok   hello: $reply"; else failed+=("hello smoke test (got '$reply')"); fi
+
+echo "== rebuild beside a running reference app (issue 12 item 6)"
+if ! python3 tests/dotnet/test_restage.py; then failed+=("rebuild beside a running app"); fi
 
 if [[ $# -eq 0 && -x tests/run_conformance.sh && -d tests/conformance ]]; then
     for mode in pool inline; do
