@@ -88,17 +88,25 @@ def client(port, stop, counts, errors, seed):
     """One client thread of a client process; counts[0] and errors are its process's."""
     rnd = random.Random(seed)
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    used, last = 0, time.monotonic()
     while not stop.is_set():
+        start = time.monotonic()
         try:
             ok, what, closed = one(conn, rnd)
         except (OSError, http.client.HTTPException, ValueError) as e:
-            ok, what, closed = False, repr(e), True
+            # How long the connection sat idle before this request tells a server that
+            # dropped a request from the keep-alive race (idle timeout) on a stalled client.
+            ok, closed = False, True
+            what = "%r after %.1f s (request %d on its connection, idle %.1f s before it)" % (
+                e, time.monotonic() - start, used + 1, start - last)
         counts[0] += 1
+        used, last = used + 1, time.monotonic()
         if not ok:
             errors.append(what)
         if closed:
             conn.close()
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            used = 0
     conn.close()
 
 
