@@ -64,6 +64,7 @@ pub(crate) async fn serve(
         let sleep = tokio::time::sleep(Duration::from_secs(3600));
         tokio::pin!(sleep);
         let mut asked = false;
+        let mut looked_again = false;
         loop {
             if state.write_blocked.load(Relaxed) {
                 // Writes stall for a long while when the kernel's send buffer is large and
@@ -75,7 +76,22 @@ pub(crate) async fn serve(
                     }
                 }
             }
-            match check(&state, &mut clock, &run.limits) {
+            let mut verdict = check(&state, &mut clock, &run.limits);
+            match verdict {
+                // A stall of the whole server (a host's stop-the-world GC pause, a starved
+                // CPU, an inline handler that blocks) brings this timer due in the same
+                // wake-up as the request the client sent meanwhile. Judged before the
+                // connection read it, that request was closed unanswered. Bytes waiting in
+                // the socket are read first (`work` is polled before the timer below), then
+                // the connection is judged again, once: a trickling head still gets its 408.
+                Verdict::Idle | Verdict::Timeout408 if !looked_again && rawsock::unread(raw).is_some_and(|n| n > 0) => {
+                    looked_again = true;
+                    verdict = Verdict::Wait(0);
+                }
+                Verdict::Wait(_) => looked_again = false,
+                _ => {}
+            }
+            match verdict {
                 Verdict::Wait(ms) => {
                     let ms = ms.min(tick(&run.limits));
                     sleep.as_mut().reset(tokio::time::Instant::now() + Duration::from_millis(ms));
@@ -97,6 +113,9 @@ pub(crate) async fn serve(
                 Verdict::Timeout408 => break rawsock::duplicate(raw).ok(),
             }
             tokio::select! {
+                // The connection first: after a stall it reads what arrived before the
+                // watchdog looks at it.
+                biased;
                 _ = &mut work => break None,
                 // Asked to finish and did not within the grace: done asking.
                 _ = &mut sleep => if asked { break None },

@@ -35,6 +35,21 @@ pub(crate) fn unsent(_raw: Raw) -> Option<u32> {
     None
 }
 
+/// Bytes that arrived on the socket and were not read yet (FIONREAD); None where the
+/// system cannot tell.
+#[cfg(unix)]
+pub(crate) fn unread(raw: Raw) -> Option<u32> {
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int; the fd belongs to a live connection.
+    let rc = unsafe { libc::ioctl(raw, libc::FIONREAD, &mut n) };
+    (rc == 0).then_some(n as u32)
+}
+
+#[cfg(not(unix))]
+pub(crate) fn unread(_raw: Raw) -> Option<u32> {
+    None
+}
+
 /// Duplicates the socket. The caller guarantees the stream owning `raw` is alive.
 pub(crate) fn duplicate(raw: Raw) -> io::Result<socket2::Socket> {
     #[cfg(unix)]
