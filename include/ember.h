@@ -498,8 +498,11 @@ typedef void (*ember_thread_fn)(void *user_data);
  * A route handler. Called once per matching request with the request's handle and its
  * fields (`info`: its views stay valid until your first answer call on `req`, whatever
  * it returns, or until the server stops). Answer with `ember_request_respond` inside the call, or return and answer
- * later from any thread (deferred). Runs on a pool thread (`EMBER_DISPATCH_POOL`) or on an
- * I/O thread (`EMBER_DISPATCH_INLINE`, must not block). Must not unwind (no C++ throw).
+ * later from any thread (deferred). Runs on a pool thread (`EMBER_DISPATCH_POOL`), on an
+ * I/O thread (`EMBER_DISPATCH_INLINE`, must not block), or under `EMBER_DISPATCH_AUTO` (the
+ * default) on the I/O thread while a spare one stays free, else on the pool (blocking is
+ * safe; blocking waits on its own request return `EMBER_ERR_STATE` inline). Must not
+ * unwind (no C++ throw).
  */
 typedef void (*ember_handler_fn)(void *user_data,
                                  ember_request req,
@@ -984,7 +987,8 @@ ember_result ember_server_listen_flags(struct ember_server *server,
 ember_result ember_server_set_workers(struct ember_server *server, uint32_t workers);
 
 /**
- * `EMBER_DISPATCH_POOL` (default) or `EMBER_DISPATCH_INLINE`. Before start only.
+ * `EMBER_DISPATCH_AUTO` (default), `EMBER_DISPATCH_POOL` or `EMBER_DISPATCH_INLINE`. Before
+ * start only.
  */
 ember_result ember_server_set_dispatch(struct ember_server *server, int32_t mode);
 

@@ -478,7 +478,7 @@ int main(int argc, char **argv) {
     sigset_t stop_signals;
 #endif
     unsigned long port = 8080, workers = 0;
-    int32_t dispatch = EMBER_DISPATCH_POOL;
+    int32_t dispatch = EMBER_DISPATCH_AUTO; /* the engine's default: fast and blocking-safe */
     const char *env;
     char addr[32];
     uint16_t bound = 0;
@@ -492,8 +492,8 @@ int main(int argc, char **argv) {
     }
     env = getenv("EMBER_DISPATCH");
     if (env && strcmp(env, "inline") == 0) dispatch = EMBER_DISPATCH_INLINE;
-    else if (env && strcmp(env, "auto") == 0) dispatch = EMBER_DISPATCH_AUTO;
-    else if (env && strcmp(env, "pool") != 0) { fprintf(stderr, "EMBER_DISPATCH must be inline, pool or auto\n"); return 2; }
+    else if (env && strcmp(env, "pool") == 0) dispatch = EMBER_DISPATCH_POOL;
+    else if (env && strcmp(env, "auto") != 0) { fprintf(stderr, "EMBER_DISPATCH must be inline, pool or auto\n"); return 2; }
     env = getenv("EMBER_WORKERS");
     if (env && !parse_uint(env, 1024, &workers)) { fprintf(stderr, "EMBER_WORKERS must be 0..1024\n"); return 2; }
 

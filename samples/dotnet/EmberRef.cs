@@ -1,7 +1,7 @@
 // The Ember reference app for .NET (contract: tests/REFERENCE_APP.md). This file: setup and the
 // request/response routes; the streaming and WebSocket routes are in EmberRefStreaming.cs.
 // Usage: mono EmberRef.exe [port]   (default 8080; 0 picks a free port and prints it)
-// Env: EMBER_DISPATCH=inline|pool|auto (default pool), EMBER_WORKERS=N (default 0 = cores).
+// Env: EMBER_DISPATCH=auto|inline|pool (default auto), EMBER_WORKERS=N (default 0 = cores).
 // EMBER_REF_GC_PRESSURE=<KiB> (default 0): garbage allocated per request (EmberRefPressure.cs).
 // Stops gracefully on SIGTERM / SIGINT (Ctrl+C) with exit code 0.
 // Env EMBER_TLS_CERT + EMBER_TLS_KEY (PEM files): also listen with TLS on EMBER_TLS_PORT (default 0);
@@ -51,8 +51,8 @@ static partial class EmberRef
         };
         string dispatch = Environment.GetEnvironmentVariable("EMBER_DISPATCH");
         if (dispatch == "inline") options.Dispatch = EmberDispatch.Inline;
-        else if (dispatch == "auto") options.Dispatch = EmberDispatch.Auto;
-        else if (dispatch != null && dispatch != "pool")
+        else if (dispatch == "pool") options.Dispatch = EmberDispatch.Pool;
+        else if (dispatch != null && dispatch != "auto")
         {
             Console.Error.WriteLine("EMBER_DISPATCH must be inline, pool or auto");
             return 2;

@@ -2,7 +2,7 @@
 
     python3 samples/python/ember_ref.py [port]      (default 8080; 0 = pick a free port)
 
-Env: EMBER_DISPATCH=inline|pool (default pool), EMBER_WORKERS=N (default 0 = cores).
+Env: EMBER_DISPATCH=auto|inline|pool (default auto), EMBER_WORKERS=N (default 0 = cores).
 EMBER_TLS_CERT + EMBER_TLS_KEY (PEM files): also listen with TLS on EMBER_TLS_PORT (default 0)
 and print a second line `listening on https://127.0.0.1:PORT`. EMBER_ACCESS_LOG=<file>
 (EMBER_ACCESS_LOG_FORMAT=combined|json). /metrics is the engine's. SIGHUP reloads the
@@ -41,7 +41,7 @@ def json_response(obj, status=200):
 
 def build_app() -> ember.Server:
     app = ember.Server(
-        dispatch=os.environ.get("EMBER_DISPATCH", "pool"),
+        dispatch=os.environ.get("EMBER_DISPATCH", "auto"),
         workers=int(os.environ.get("EMBER_WORKERS", "0") or 0),
         max_body_bytes=1048576,
         header_timeout=1.0,

@@ -112,7 +112,8 @@ fn thread_count(what: &str, n: u32) -> Result<usize> {
     Ok(n as usize)
 }
 
-/// `EMBER_DISPATCH_POOL` (default) or `EMBER_DISPATCH_INLINE`. Before start only.
+/// `EMBER_DISPATCH_AUTO` (default), `EMBER_DISPATCH_POOL` or `EMBER_DISPATCH_INLINE`. Before
+/// start only.
 #[no_mangle]
 pub unsafe extern "C" fn ember_server_set_dispatch(server: *mut ember_server, mode: i32) -> ember_result {
     guard(|| {

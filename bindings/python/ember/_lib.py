@@ -47,6 +47,9 @@ ERR_TOO_LARGE = -15
 
 DISPATCH_INLINE = 0
 DISPATCH_POOL = 1
+DISPATCH_AUTO = 2
+#: ``Server(dispatch=...)`` names and the engine's numbers.
+DISPATCH_MODES = {"auto": DISPATCH_AUTO, "pool": DISPATCH_POOL, "inline": DISPATCH_INLINE}
 
 LIMIT_MAX_HEADER_BYTES = 1
 LIMIT_MAX_HEADERS = 2

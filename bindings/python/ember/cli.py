@@ -46,9 +46,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="auto (default): ASGI when the app's __call__ is async, else WSGI")
     p.add_argument("--workers", type=int, default=1,
                    help="processes sharing the port through SO_REUSEPORT (default 1: no fork)")
-    p.add_argument("--dispatch", choices=("inline", "pool"), default=None,
-                   help="where requests start: inline = on the I/O threads (default for ASGI), "
-                        "pool = on a thread pool (default for WSGI, whose apps block)")
+    p.add_argument("--dispatch", choices=("auto", "inline", "pool"), default="auto",
+                   help="where requests start: auto (default) = on the I/O threads while a spare one "
+                        "stays free, a blocking call holds only its own connection (WSGI apps always "
+                        "get the pool); inline = on the I/O threads, never block; pool = on a thread pool")
     p.add_argument("--io-threads", type=int, default=None,
                    help="engine I/O threads per process (default: one per core; 1 with --workers > 1)")
     p.add_argument("--pool-threads", type=int, default=0,
@@ -136,9 +137,9 @@ def build_server(args: argparse.Namespace, app: Any, interface: str, port: int, 
                   reuse_port=reuse_port, access_log=args.access_log, **_limits(args))
     if interface == "asgi":
         from .asgi import ASGIServer
-        return ASGIServer(app, args.host, port, lifespan=args.lifespan, dispatch=args.dispatch or "inline", **common)
+        return ASGIServer(app, args.host, port, lifespan=args.lifespan, dispatch=args.dispatch, **common)
     from .wsgi import WSGIServer
-    return WSGIServer(app, args.host, port, dispatch=args.dispatch or "pool", multiprocess=args.workers > 1,
+    return WSGIServer(app, args.host, port, dispatch=args.dispatch, multiprocess=args.workers > 1,
                       **common)
 
 

@@ -91,12 +91,15 @@ _LIMIT_KEYS = {
 class Server(TlsMixin, FrontMixin):
     """An HTTP server running inside this process.
 
-    ``Server(workers=0, dispatch="pool", pool_threads=0, loop=None, **limits)``
+    ``Server(workers=0, dispatch="auto", pool_threads=0, loop=None, **limits)``
 
     - ``workers``: engine I/O threads (0 = one per core).
-    - ``dispatch``: ``"pool"`` (default) runs handlers on a bounded pool of engine
-      threads, so a blocking handler only holds its own thread; ``"inline"`` runs them
-      on the I/O threads (fastest; handlers must not block).
+    - ``dispatch``: ``"auto"`` (default): on the I/O thread while a spare one stays free,
+      else on the pool; a handler that blocks holds only its own connection (the engine
+      hands the other sockets to the spare thread after 2 ms), fast ones pay no thread
+      hand-off. Inline, ``ResponseStream.write`` into a full queue raises ``WouldBlock``:
+      ``pool=True`` routes (and ``stream_body`` ones) always run on the pool. ``"pool"``:
+      every handler on a bounded thread pool; ``"inline"``: on the I/O threads, never block.
     - ``pool_threads``: size of that pool (0 = engine default).
     - ``loop``: an asyncio loop (running in some thread) for ``async def`` handlers;
       by default the binding runs its own loop in a daemon thread.
@@ -116,7 +119,7 @@ class Server(TlsMixin, FrontMixin):
     be started again.
     """
 
-    def __init__(self, *, workers: int = 0, dispatch: str = "pool", pool_threads: int = 0,
+    def __init__(self, *, workers: int = 0, dispatch: str = "auto", pool_threads: int = 0,
                  loop: Any = None, health_path: str | None = None, trusted_proxies: Iterable[str] = (),
                  **limits: float | None) -> None:
         if health_path is not None and not health_path.startswith("/"):
@@ -126,8 +129,8 @@ class Server(TlsMixin, FrontMixin):
         # through Forwarded / X-Forwarded-For / X-Forwarded-Proto or the PROXY protocol.
         self.health_path = health_path
         self.trusted_proxies = [str(c) for c in trusted_proxies]
-        if dispatch not in ("pool", "inline"):
-            raise ValueError("ember: dispatch is 'pool' or 'inline'")
+        if dispatch not in _lib.DISPATCH_MODES:
+            raise ValueError("ember: dispatch is 'auto', 'pool' or 'inline'")
         self.workers = workers
         self.dispatch = dispatch
         self.pool_threads = pool_threads
@@ -153,15 +156,18 @@ class Server(TlsMixin, FrontMixin):
         self._port: int | None = None
 
     # -- routes ----------------------------------------------------------------------
-    def add_route(self, methods: Methods, path: str, handler: Handler, *, stream_body: bool = False) -> None:
+    def add_route(self, methods: Methods, path: str, handler: Handler, *, stream_body: bool = False,
+                  pool: bool = False) -> None:
         """Registers ``handler`` for ``path`` and each method (``None``/``"*"`` = any).
         ``stream_body``: the handler is called once the head is in and reads the body
-        from ``req.stream`` in pieces (see ``ember.body``)."""
+        from ``req.stream`` in pieces (see ``ember.body``). ``pool``: under auto dispatch
+        the handler always runs on a pool thread (EMBER_ROUTE_POOL), for one that waits on
+        its own streamed answer (``ResponseStream.write`` into a full queue)."""
         if not callable(handler):
             raise TypeError("ember: a handler must be callable")
         if not path.startswith("/"):
             raise ValueError(f"ember: a route pattern starts with '/': {path!r}")
-        flags = _lib.ROUTE_STREAM_BODY if stream_body else 0
+        flags = (_lib.ROUTE_STREAM_BODY if stream_body else 0) | (_lib.ROUTE_POOL if pool else 0)
         with self._lock:
             if self._native is not None:
                 raise RuntimeError("ember: add routes before start() (or after stop())")
@@ -215,27 +221,28 @@ class Server(TlsMixin, FrontMixin):
             for m in _methods(methods):
                 self._routes.append(_Route(m, path, fn, raw=True, flags=flags))
 
-    def route(self, methods: Methods, path: str, *, stream_body: bool = False) -> Callable[[Handler], Handler]:
+    def route(self, methods: Methods, path: str, *, stream_body: bool = False,
+              pool: bool = False) -> Callable[[Handler], Handler]:
         """Decorator: ``@app.route(["GET", "HEAD"], "/x")``."""
         def register(fn: Handler) -> Handler:
-            self.add_route(methods, path, fn, stream_body=stream_body)
+            self.add_route(methods, path, fn, stream_body=stream_body, pool=pool)
             return fn
         return register
 
-    def get(self, path: str) -> Callable[[Handler], Handler]:
-        return self.route("GET", path)
+    def get(self, path: str, *, pool: bool = False) -> Callable[[Handler], Handler]:
+        return self.route("GET", path, pool=pool)
 
-    def post(self, path: str, *, stream_body: bool = False) -> Callable[[Handler], Handler]:
-        return self.route("POST", path, stream_body=stream_body)
+    def post(self, path: str, *, stream_body: bool = False, pool: bool = False) -> Callable[[Handler], Handler]:
+        return self.route("POST", path, stream_body=stream_body, pool=pool)
 
-    def put(self, path: str, *, stream_body: bool = False) -> Callable[[Handler], Handler]:
-        return self.route("PUT", path, stream_body=stream_body)
+    def put(self, path: str, *, stream_body: bool = False, pool: bool = False) -> Callable[[Handler], Handler]:
+        return self.route("PUT", path, stream_body=stream_body, pool=pool)
 
-    def delete(self, path: str) -> Callable[[Handler], Handler]:
-        return self.route("DELETE", path)
+    def delete(self, path: str, *, pool: bool = False) -> Callable[[Handler], Handler]:
+        return self.route("DELETE", path, pool=pool)
 
-    def patch(self, path: str, *, stream_body: bool = False) -> Callable[[Handler], Handler]:
-        return self.route("PATCH", path, stream_body=stream_body)
+    def patch(self, path: str, *, stream_body: bool = False, pool: bool = False) -> Callable[[Handler], Handler]:
+        return self.route("PATCH", path, stream_body=stream_body, pool=pool)
 
     # -- lifecycle -------------------------------------------------------------------
     @property
@@ -257,9 +264,8 @@ class Server(TlsMixin, FrontMixin):
             runner = LoopRunner(self._loop)
             native = _Native(runner, inline=self.dispatch == "inline")
             try:
-                native.configure(self.workers,
-                                 _lib.DISPATCH_INLINE if self.dispatch == "inline" else _lib.DISPATCH_POOL,
-                                 self.pool_threads, self._limits)
+                native.configure(self.workers, _lib.DISPATCH_MODES[self.dispatch], self.pool_threads,
+                                 self._limits)
                 for r in self._routes:
                     native.add_route(r)
                 for endpoint in self._websockets:
