@@ -27,6 +27,9 @@ use watchdog::{check, tick, Clock, Verdict};
 /// After asking an idle HTTP/2 connection to finish (GOAWAY), how long it gets.
 const POLITE_GRACE: Duration = Duration::from_secs(1);
 
+/// How long a connection with unread bytes gets before it is judged idle again.
+const LOOK_AGAIN_MS: u64 = 10;
+
 /// Serves one TCP connection until it closes, the watchdog ends it, or the runtime stops.
 /// `tls`: the connection is a TLS listener's (its handshake comes first, after a PROXY
 /// header if the listener expects one).
@@ -84,9 +87,13 @@ pub(crate) async fn serve(
                 // connection read it, that request was closed unanswered. Bytes waiting in
                 // the socket are read first (`work` is polled before the timer below), then
                 // the connection is judged again, once: a trickling head still gets its 408.
+                // The look again waits a few ms, not 0: a timer comes due only in a driver
+                // turn, which takes in the socket readiness first. Data that came while the
+                // thread was descheduled after its last epoll_wait is not seen as readable
+                // until then (the fuzzers' starved servers showed it).
                 Verdict::Idle | Verdict::Timeout408 if !looked_again && rawsock::unread(raw).is_some_and(|n| n > 0) => {
                     looked_again = true;
-                    verdict = Verdict::Wait(0);
+                    verdict = Verdict::Wait(LOOK_AGAIN_MS);
                 }
                 Verdict::Wait(_) => looked_again = false,
                 _ => {}
