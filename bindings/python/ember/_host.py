@@ -104,8 +104,9 @@ class AppServer:
         self._server.wait()
         self._shutdown(timeout)
 
-    def run(self, ready: Callable[[int], Any] | None = None, timeout: float = 5.0) -> None:
-        """Serves until SIGINT/SIGTERM (main thread) or ``stop()``, then stops gracefully.
+    def run(self, ready: Callable[[int], Any] | None = None, timeout: float = 5.0, drain: float = 0.0) -> None:
+        """Serves until SIGINT/SIGTERM (main thread) or ``stop()``, then stops gracefully
+        (after ``drain`` seconds of draining when a signal stopped it; see ``Server.run``).
         ``ready(port)`` is called once listening."""
         self._startup()
 
@@ -115,7 +116,8 @@ class AppServer:
                 ready(port)
 
         try:
-            self._server.run(self.port, self.host, timeout=timeout, ready=on_ready, reuse_port=self.reuse_port)
+            self._server.run(self.port, self.host, timeout=timeout, ready=on_ready, reuse_port=self.reuse_port,
+                             drain=drain)
         finally:
             self._shutdown(timeout)
 
