@@ -27,8 +27,9 @@ void ref_on_slow(void *ud, ember_request req, const ember_request_info *info);
 /* EMBER_HEALTH_PATH and EMBER_TRUSTED_PROXIES (ref_fleet.c). */
 ember_result ref_fleet_options(ember_server *server);
 
-/* After a stop signal: with EMBER_DRAIN_MS set, drain that long (a second SIGTERM/SIGINT
- * among `stop_signals`, a sigset_t* of blocked signals, cuts it short; NULL on Windows). */
+/* After a stop signal: EMBER_DRAIN_MS of drain, then EMBER_REFUSE_MS refusing new
+ * connections (each if set). A second SIGTERM/SIGINT among `stop_signals` (a sigset_t* of
+ * blocked signals; NULL on Windows) cuts it short. */
 void ref_drain(ember_server *server, const void *stop_signals);
 
 #endif

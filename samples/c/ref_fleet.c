@@ -1,6 +1,7 @@
 /* Behind a load balancer (tests/REFERENCE_APP.md): EMBER_HEALTH_PATH (the engine's health
- * path), EMBER_TRUSTED_PROXIES (comma-separated CIDRs) and EMBER_DRAIN_MS (on SIGTERM: drain
- * that long, then stop). */
+ * path), EMBER_TRUSTED_PROXIES (comma-separated CIDRs), and on SIGTERM EMBER_DRAIN_MS (drain
+ * that long: health 503, answers close) then EMBER_REFUSE_MS (refuse new connections that
+ * long while open ones finish), then the stop. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>
@@ -35,8 +36,8 @@ ember_result ref_fleet_options(ember_server *server) {
     return EMBER_OK;
 }
 
-static unsigned long drain_ms(void) {
-    const char *env = getenv("EMBER_DRAIN_MS");
+static unsigned long env_ms(const char *name) {
+    const char *env = getenv(name);
     char *end;
     unsigned long ms;
     if (!env || *env < '0' || *env > '9') return 0;
@@ -48,7 +49,7 @@ static unsigned long drain_ms(void) {
 #ifndef _WIN32
 /* Waits up to ms for another SIGTERM / SIGINT (still blocked, so they queue for us): an
  * operator who signals twice wants the stop now. SIGHUP is not a stop; it waits on. */
-static void wait_or_signal(const sigset_t *signals, unsigned long ms) {
+static int wait_or_signal(const sigset_t *signals, unsigned long ms) {
     struct timespec end, now, left;
     clock_gettime(CLOCK_MONOTONIC, &end);
     end.tv_sec += (time_t)(ms / 1000);
@@ -57,33 +58,48 @@ static void wait_or_signal(const sigset_t *signals, unsigned long ms) {
     for (;;) {
         int sig;
         clock_gettime(CLOCK_MONOTONIC, &now);
-        if (now.tv_sec > end.tv_sec || (now.tv_sec == end.tv_sec && now.tv_nsec >= end.tv_nsec)) return;
+        if (now.tv_sec > end.tv_sec || (now.tv_sec == end.tv_sec && now.tv_nsec >= end.tv_nsec)) return 0;
         left.tv_sec = end.tv_sec - now.tv_sec;
         left.tv_nsec = end.tv_nsec - now.tv_nsec;
         if (left.tv_nsec < 0) { left.tv_sec--; left.tv_nsec += 1000000000L; }
         sig = sigtimedwait(signals, NULL, &left);
         if (sig == SIGTERM || sig == SIGINT) {
             fprintf(stderr, "ember_ref: signal %d during the drain, stopping now\n", sig);
-            return;
+            return 1;
         }
-        if (sig < 0 && errno == EAGAIN) return;
+        if (sig < 0 && errno == EAGAIN) return 0;
     }
 }
 #endif
 
-/* On SIGTERM a fleet member first drains: health answers 503 and every answer closes its
- * connection, while it goes on serving, so the balancer moves away before the stop. */
-void ref_drain(ember_server *server, const void *stop_signals) {
-    unsigned long ms = drain_ms();
-    ember_result rc;
-    if (ms == 0) return;
-    rc = ember_server_drain(server);
-    if (rc != EMBER_OK) { ref_log_failure("drain", rc); return; }
-    fprintf(stderr, "ember_ref: draining for %lu ms\n", ms);
 #ifdef _WIN32
+static int wait_ms(const void *stop_signals, unsigned long ms) {
     (void)stop_signals;
     Sleep((DWORD)ms);
+    return 0;
+}
 #else
-    wait_or_signal((const sigset_t *)stop_signals, ms);
+static int wait_ms(const void *stop_signals, unsigned long ms) {
+    return wait_or_signal((const sigset_t *)stop_signals, ms);
+}
 #endif
+
+/* On SIGTERM a fleet member first drains: health answers 503 and every answer closes its
+ * connection, while it goes on serving, so a balancer with active health checks moves away.
+ * Then it refuses new connections (nginx open source, with passive checks only, retries
+ * them elsewhere) while what is open finishes and the balancer's idle connections expire;
+ * only then the stop, so no request meets a closing connection. */
+void ref_drain(ember_server *server, const void *stop_signals) {
+    unsigned long drain = env_ms("EMBER_DRAIN_MS"), refuse = env_ms("EMBER_REFUSE_MS");
+    ember_result rc;
+    if (drain > 0) {
+        if ((rc = ember_server_drain(server)) != EMBER_OK) { ref_log_failure("drain", rc); return; }
+        fprintf(stderr, "ember_ref: draining for %lu ms\n", drain);
+        if (wait_ms(stop_signals, drain)) return;
+    }
+    if (refuse > 0) {
+        if ((rc = ember_server_stop_accepting(server)) != EMBER_OK) { ref_log_failure("stop accepting", rc); return; }
+        fprintf(stderr, "ember_ref: refusing new connections for %lu ms\n", refuse);
+        wait_ms(stop_signals, refuse);
+    }
 }

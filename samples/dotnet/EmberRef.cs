@@ -69,11 +69,12 @@ static partial class EmberRef
         options.HealthPath = NonEmpty(Environment.GetEnvironmentVariable("EMBER_HEALTH_PATH"));
         foreach (string cidr in (Environment.GetEnvironmentVariable("EMBER_TRUSTED_PROXIES") ?? "").Split(','))
             if (cidr.Length > 0) options.TrustedProxies.Add(cidr);
-        int drainMs = 0;
+        int drainMs = 0, refuseMs = 0;
         string drain = Environment.GetEnvironmentVariable("EMBER_DRAIN_MS");
-        if (drain != null && !TryParse(drain, 600000, out drainMs))
+        string refuse = Environment.GetEnvironmentVariable("EMBER_REFUSE_MS");
+        if ((drain != null && !TryParse(drain, 600000, out drainMs)) || (refuse != null && !TryParse(refuse, 600000, out refuseMs)))
         {
-            Console.Error.WriteLine("EMBER_DRAIN_MS must be 0..600000");
+            Console.Error.WriteLine("EMBER_DRAIN_MS and EMBER_REFUSE_MS must be 0..600000");
             return 2;
         }
 
@@ -108,8 +109,10 @@ static partial class EmberRef
                 catch (Exception e) { Console.Error.WriteLine("EmberRef: SIGHUP: " + e.Message); }
             });
 
-            // SIGTERM: drain for EMBER_DRAIN_MS (if set), then stop with 5 s for what is in flight.
-            string why = server.RunUntilSignal(stopSignals, TimeSpan.FromMilliseconds(drainMs), TimeSpan.FromSeconds(5));
+            // SIGTERM: drain for EMBER_DRAIN_MS, refuse new connections for EMBER_REFUSE_MS (each
+            // if set), then stop with 5 s for what is in flight.
+            string why = server.RunUntilSignal(stopSignals, TimeSpan.FromMilliseconds(drainMs),
+                TimeSpan.FromMilliseconds(refuseMs), TimeSpan.FromSeconds(5));
             Console.Error.WriteLine("EmberRef: " + why + ", stopped");
         }
         return 0;

@@ -239,8 +239,10 @@ def main() -> int:
     try:
         # Until SIGINT / SIGTERM, then a graceful stop. The lines are printed from `ready`,
         # when the signal handlers are already installed.
-        # EMBER_DRAIN_MS: on SIGTERM drain that long (health 503) before the stop.
-        app.run(port, ready=ready, drain=int(os.environ.get("EMBER_DRAIN_MS", "0") or 0) / 1000)
+        # On SIGTERM: drain EMBER_DRAIN_MS (health 503), then refuse new connections for
+        # EMBER_REFUSE_MS while open ones finish, then stop.
+        app.run(port, ready=ready, drain=int(os.environ.get("EMBER_DRAIN_MS", "0") or 0) / 1000,
+                refuse=int(os.environ.get("EMBER_REFUSE_MS", "0") or 0) / 1000)
     except ember.EmberError as e:
         print(f"ember_ref: {e}", file=sys.stderr)
         return 1

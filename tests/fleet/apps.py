@@ -30,11 +30,12 @@ def free_port() -> int:
 class App:
     """One reference app process. ``start()`` returns once it printed its listening line."""
 
-    def __init__(self, host: str, port: int = 0, drain_ms: int = 0, health: str = "/healthz",
+    def __init__(self, host: str, port: int = 0, drain_ms: int = 0, refuse_ms: int = 0, health: str = "/healthz",
                  log_dir: str | None = None, extra_env: dict | None = None) -> None:
         self.host = host
         self.port = port
         self.drain_ms = drain_ms
+        self.refuse_ms = refuse_ms
         self.health = health
         self.log_dir = log_dir
         self.extra_env = extra_env or {}
@@ -46,7 +47,7 @@ class App:
         env["PYTHONPATH"] = os.path.join(ROOT, "bindings/python") + (
             os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         env.update({"EMBER_HEALTH_PATH": self.health, "EMBER_TRUSTED_PROXIES": "127.0.0.1",
-                    "EMBER_DRAIN_MS": str(self.drain_ms)})
+                    "EMBER_DRAIN_MS": str(self.drain_ms), "EMBER_REFUSE_MS": str(self.refuse_ms)})
         env.update(self.extra_env)
         self.starts += 1
         err = subprocess.DEVNULL

@@ -1,8 +1,10 @@
-"""SIGTERM on each host's reference app: drain, finish what is in flight, stop, exit 0.
+"""SIGTERM on each host's reference app: drain, refuse, finish what is in flight, stop, exit 0.
 
 Through real sockets: a slow request is sent, then SIGTERM. While draining the health path
 answers 503; once the drain time is over new connections are refused while the process still
-lives (it waits for the slow request), and that request still gets its whole answer."""
+lives (it waits for the slow request), and that request still gets its whole answer. With
+EMBER_REFUSE_MS (the phase for nginx open source) new connections are refused at once while a
+keep-alive connection opened before the signal is still served, its answer closing it."""
 
 import json
 import os
@@ -16,8 +18,8 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 from apps import HOSTS, App  # noqa: E402
 
-SLOW_MS = 2900   # under the apps' 3 s handler timeout, so the app itself answers it
-DRAIN_MS = 600
+SLOW_MS = 2000   # under the apps' 3 s handler timeout, with room for a loaded machine
+DRAIN_MS = 400
 
 
 def _read_answer(sock):
@@ -85,3 +87,37 @@ def test_second_signal_cuts_the_drain_short(host):
         assert app.wait(60) == 0
     finally:
         app.stop()
+
+
+@pytest.mark.parametrize("host", sorted(HOSTS))
+def test_sigterm_with_refuse_refuses_new_serves_open_and_exits_0(host):
+    app = App(host, refuse_ms=600000).start()
+    try:
+        app.wait_healthy()
+        kept = socket.create_connection(("127.0.0.1", app.port), timeout=30)
+        kept.sendall(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+        first = kept.recv(65536)
+        assert first.startswith(b"HTTP/1.1 200") and b"connection: close" not in first.lower(), first
+        slow = socket.create_connection(("127.0.0.1", app.port), timeout=30)
+        slow.sendall(f"GET /slow?ms={SLOW_MS} HTTP/1.1\r\nHost: t\r\n\r\n".encode())
+        time.sleep(0.2)
+        app.signal(signal.SIGTERM)
+        while True:  # until the signal has reached the app
+            try:
+                socket.create_connection(("127.0.0.1", app.port), timeout=5).close()
+            except ConnectionRefusedError:
+                break
+            time.sleep(0.02)
+        # Refusing, with ten minutes to go: the open connection is still served, then closed.
+        kept.sendall(b"GET /users/7 HTTP/1.1\r\nHost: t\r\n\r\n")
+        answer = _read_answer(kept)
+        assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(b'{"id": "7"}'), answer
+        assert b"connection: close" in answer.lower(), answer
+        head, _, body = _read_answer(slow).partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200") and json.loads(body) == {"slept_ms": SLOW_MS}, head
+        assert app.alive(), f"{host}: the refusing phase ended early"
+        app.signal(signal.SIGTERM)  # the second signal ends it
+        assert app.wait(60) == 0
+    finally:
+        app.stop()
+

@@ -103,36 +103,53 @@ namespace Ember
         /// <summary>
         /// Serves until SIGTERM or SIGINT (see <see cref="EmberStopSignals"/>), then stops
         /// gracefully: with <paramref name="drain"/> above zero it first calls <see cref="Drain"/>
-        /// and keeps serving that long, so a load balancer moves away (the health path answers 503,
-        /// answers close their connections; a second signal cuts the drain short), then
-        /// <see cref="Stop(TimeSpan)"/> gives in-flight requests up to <paramref name="grace"/>.
-        /// Create <paramref name="signals"/> before <see cref="Start(int)"/>, so a signal during
-        /// the start is not lost. Returns the signal's name.
+        /// and keeps serving that long, so a balancer with active health checks moves away (the
+        /// health path answers 503, answers close their connections); with
+        /// <paramref name="refuse"/> above zero it then calls <see cref="StopAccepting"/> and waits
+        /// that long while open connections finish (behind nginx open source, which has no active
+        /// checks, this is the phase that matters: more than nginx's upstream keepalive_timeout).
+        /// A second signal cuts either wait short. Then <see cref="Stop(TimeSpan)"/> gives
+        /// in-flight requests up to <paramref name="grace"/>. Create <paramref name="signals"/>
+        /// before <see cref="Start(int)"/>, so a signal during the start is not lost. Returns the
+        /// signal's name.
         /// </summary>
-        public string RunUntilSignal(EmberStopSignals signals, TimeSpan drain, TimeSpan grace)
+        public string RunUntilSignal(EmberStopSignals signals, TimeSpan drain, TimeSpan refuse, TimeSpan grace)
         {
             if (signals == null) throw new ArgumentNullException("signals");
             string why = signals.Wait();
             int seen = signals.Count;
-            if (drain > TimeSpan.Zero && IsRunning)
+            try
             {
-                try
+                if (drain > TimeSpan.Zero && IsRunning)
                 {
                     Drain();
                     RaiseLog(EmberLogLevel.Info, why + ": draining for " + (int)drain.TotalMilliseconds + " ms", null);
-                    signals.WaitBeyond(seen, drain);
+                    if (signals.WaitBeyond(seen, drain)) refuse = TimeSpan.Zero;
                 }
-                catch (InvalidOperationException) { } // stopped meanwhile by another thread
+                if (refuse > TimeSpan.Zero && IsRunning)
+                {
+                    StopAccepting();
+                    RaiseLog(EmberLogLevel.Info, why + ": refusing new connections for " + (int)refuse.TotalMilliseconds + " ms", null);
+                    signals.WaitBeyond(seen, refuse);
+                }
             }
+            catch (InvalidOperationException) { } // stopped meanwhile by another thread
             Stop(grace);
             return why;
         }
 
-        /// <summary><see cref="RunUntilSignal(EmberStopSignals, TimeSpan, TimeSpan)"/> with signals
-        /// caught from this call on (the server may already run).</summary>
-        public string RunUntilSignal(TimeSpan drain, TimeSpan grace)
+        /// <summary><see cref="RunUntilSignal(EmberStopSignals, TimeSpan, TimeSpan, TimeSpan)"/>
+        /// without the refusing phase.</summary>
+        public string RunUntilSignal(EmberStopSignals signals, TimeSpan drain, TimeSpan grace)
         {
-            return RunUntilSignal(new EmberStopSignals(), drain, grace);
+            return RunUntilSignal(signals, drain, TimeSpan.Zero, grace);
+        }
+
+        /// <summary><see cref="RunUntilSignal(EmberStopSignals, TimeSpan, TimeSpan, TimeSpan)"/>
+        /// with signals caught from this call on (the server may already run).</summary>
+        public string RunUntilSignal(TimeSpan drain, TimeSpan refuse, TimeSpan grace)
+        {
+            return RunUntilSignal(new EmberStopSignals(), drain, refuse, grace);
         }
     }
 }

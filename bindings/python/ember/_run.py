@@ -14,7 +14,8 @@ log = logging.getLogger("ember")
 
 
 def until_signal(server: Any, port: int, host: str, timeout: float,
-                 ready: Callable[[int], Any] | None, reuse_port: bool, drain: float) -> None:
+                 ready: Callable[[int], Any] | None, reuse_port: bool, drain: float,
+                 refuse: float = 0.0) -> None:
     stop_requested = threading.Event()
     signals: list[int] = []
     previous = {}
@@ -33,8 +34,8 @@ def until_signal(server: Any, port: int, host: str, timeout: float,
         while not stop_requested.is_set():
             if server.wait(0.2):
                 break
-        if signals and drain > 0 and server.running:
-            _drain_for(server, drain, signals)
+        if signals and (drain > 0 or refuse > 0) and server.running:
+            _drain_for(server, drain, refuse, signals)
     finally:
         try:
             server.stop(timeout)
@@ -47,19 +48,25 @@ def until_signal(server: Any, port: int, host: str, timeout: float,
                 signal.signal(sig, handler)
 
 
-def _drain_for(server: Any, seconds: float, signals: list[int]) -> None:
-    # Serving goes on while draining: the balancer needs its health checks answered
-    # (503) and keeps sending what it already routed here until it notices.
-    try:
-        server.drain()
-    except (RuntimeError, EmberError) as e:  # stopped meanwhile by another thread
-        log.warning("ember: drain: %s", e)
-        return
-    log.info("ember: signal %d: draining for %.1f s", signals[0], seconds)
-    deadline = time.monotonic() + seconds
+def _drain_for(server: Any, drain: float, refuse: float, signals: list[int]) -> None:
+    # Serving goes on while draining: a balancer with active checks needs its health
+    # checks answered (503) and keeps sending what it already routed here until it
+    # notices. Then, refusing new connections, what is open finishes and a balancer's idle
+    # connections expire on its side. A second signal ends the wait.
     seen = len(signals)
-    while len(signals) == seen:
-        left = deadline - time.monotonic()
-        if left <= 0 or server.wait(min(0.2, left)):
+    for seconds, step in ((drain, server.drain), (refuse, server.stop_accepting)):
+        if seconds <= 0:
+            continue
+        try:
+            step()
+        except (RuntimeError, EmberError) as e:  # stopped meanwhile by another thread
+            log.warning("ember: %s: %s", step.__name__, e)
             return
-
+        log.info("ember: signal %d: %s for %.1f s", signals[0], step.__name__, seconds)
+        deadline = time.monotonic() + seconds
+        while len(signals) == seen:
+            left = deadline - time.monotonic()
+            if left <= 0 or server.wait(min(0.2, left)):
+                break
+        if len(signals) != seen:
+            return

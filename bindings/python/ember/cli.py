@@ -66,6 +66,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--drain", type=float, default=0.0, metavar="SECONDS",
                    help="on SIGTERM/SIGINT first drain for this long (health 503, answers close their "
                         "connections, requests still served), then stop (default 0)")
+    p.add_argument("--refuse", type=float, default=0.0, metavar="SECONDS",
+                   help="then refuse new connections for this long while open ones finish, before "
+                        "the stop (behind nginx open source: more than its upstream keepalive_timeout)")
     p.add_argument("--max-body-size", type=int, default=None, metavar="BYTES",
                    help="larger request bodies get 413 (engine defaults: 1 GiB for streamed bodies, "
                         "16 MiB for the buffered ones of GET, HEAD, DELETE, OPTIONS)")
@@ -178,7 +181,7 @@ def serve_one(args: argparse.Namespace, port: int, reuse_port: bool = False,
                      _url_host(args.host), bound, interface.upper(), server.server.dispatch)
 
     try:
-        server.run(ready=on_ready, timeout=args.timeout_graceful_shutdown, drain=args.drain)
+        server.run(ready=on_ready, timeout=args.timeout_graceful_shutdown, drain=args.drain, refuse=args.refuse)
     except LifespanFailure as e:
         log.error("%s", e)
         return EXIT_STARTUP_FAILED

@@ -304,6 +304,15 @@ class Server(TlsMixin, FrontMixin):
             raise RuntimeError("ember: drain() needs a running server")
         check(L.ember_server_drain(native.ptr), "ember_server_drain")
 
+    def stop_accepting(self) -> None:
+        """Drains and closes the listeners: new connections are refused (a balancer without
+        active health checks, like nginx open source, then retries elsewhere, even a POST),
+        open ones are still served, each answer closing its connection, until ``stop()``."""
+        native = self._native
+        if native is None:
+            raise RuntimeError("ember: stop_accepting() needs a running server")
+        check(L.ember_server_stop_accepting(native.ptr), "ember_server_stop_accepting")
+
     def stop(self, timeout: float = 5.0) -> None:
         """Stops gracefully: no new connections, in-flight requests get up to ``timeout``
         seconds, then the rest are closed. Idempotent. Called from a handler (or from
@@ -391,7 +400,7 @@ class Server(TlsMixin, FrontMixin):
 
     def run(self, port: int = 8080, host: str = "127.0.0.1", timeout: float = 5.0,
             ready: Callable[[int], Any] | None = None, reuse_port: bool = False,
-            drain: float = 0.0) -> None:
+            drain: float = 0.0, refuse: float = 0.0) -> None:
         """Starts (unless running), blocks until SIGINT (Ctrl+C) or SIGTERM, then stops
         gracefully. ``ready(port)`` is called once listening, with the signal handlers
         already in place: a signal right after it (say, after printing the port) still
@@ -400,9 +409,12 @@ class Server(TlsMixin, FrontMixin):
         ``drain`` (seconds, 0 = none): behind a load balancer, a signal first starts
         ``drain()`` (the health path answers 503, answers close their connections) and
         keeps serving for that long, so the balancer moves away before the stop; a second
-        signal cuts the drain short. Then ``stop(timeout)`` gives in-flight requests up to
-        ``timeout`` seconds."""
-        _run.until_signal(self, port, host, timeout, ready, reuse_port, drain)
+        signal cuts the drain short. ``refuse`` (seconds, 0 = none): then ``stop_accepting()``
+        for that long: new connections are refused, open ones finish (behind nginx open
+        source, which has no active health checks, this is the phase that matters: use
+        ``drain=0, refuse=`` more than nginx's upstream ``keepalive_timeout``). Then
+        ``stop(timeout)`` gives in-flight requests up to ``timeout`` seconds."""
+        _run.until_signal(self, port, host, timeout, ready, reuse_port, drain, refuse)
 
     def stats(self) -> dict[str, int]:
         """Engine counters: requests, responses by class, connections, bytes."""
