@@ -213,7 +213,7 @@ def main() -> int:
             t_kill = time.monotonic()
             victim.proc.send_signal(signal.SIGKILL)
             victim.proc.wait()
-            kills.append((t_kill, victim.port))
+            kills.append((t_kill, time.monotonic(), victim.port))
             note(f"SIGKILL {name} (pid {victim.pid})")
             time.sleep(size["steady"])
             victim.start()
@@ -222,7 +222,7 @@ def main() -> int:
             time.sleep(size["steady"])
             phases.append((f"kill {name}", t_kill, time.monotonic()))
 
-        # --- rolling restarts with drain ---
+        # --- rolling restarts: SIGTERM, the app refuses, finishes, exits 0; start it again ---
         t_roll = time.monotonic()
         for rnd in range(size["rounds"]):
             for h in HOSTS:
@@ -240,6 +240,10 @@ def main() -> int:
         phases.append(("rolling", t_roll, time.monotonic()))
         load.stop()
         note("load stopped")
+        # Phases end where the next begins, and the last when the load stopped, so every
+        # answer is counted in exactly one.
+        phases = [(n, lo, phases[i + 1][1] if i + 1 < len(phases) else time.monotonic())
+                  for i, (n, lo, _) in enumerate(phases)]
     finally:
         if nginx is not None:
             nginx.send_signal(signal.SIGQUIT)
@@ -257,23 +261,26 @@ def report(records, phases, events, kills, args, size, failures, tmp) -> int:
     rows = []
     kill_errors = []
     for (name, lo, hi) in phases:
-        rs = [r for r in records if lo <= r.start < hi]
+        # A request counts in the phase where it ended (one in flight at a SIGKILL ends in
+        # the kill phase).
+        rs = [r for r in records if lo <= r.end < hi]
         errors = [r for r in rs if not r.ok]
         retried = sum(1 for r in rs if r.ok and "," in r.upstream)
         rows.append((name, len(rs), len(errors), retried, hi - lo))
         if name == "steady" and errors:
             failures.append(f"steady: {len(errors)} errors")
         if name.startswith("kill"):
-            t_kill, port = next((t, p) for (t, p) in kills if t == lo)
-            # Allowed only: sent before the SIGKILL, still open at it, and nginx's failed
-            # attempt was the killed app.
-            outside = [r for r in errors if not (r.start < t_kill <= r.end and f":{port}" in r.upstream)]
+            t_kill, t_dead, port = next(k for k in kills if k[0] == lo)
+            # Allowed only: sent while the killed app could still take it (before it was
+            # reaped), still open at the SIGKILL, and nginx names the killed app as the
+            # attempt that failed.
+            outside = [r for r in errors if not (r.start < t_dead and r.end >= t_kill and f":{port}" in r.upstream)]
             if outside:
                 failures.append(f"{name}: {len(outside)} errors not in flight on the killed app")
             kill_errors += errors
         if name == "rolling" and errors:
             failures.append(f"rolling: {len(errors)} client-visible errors")
-    in_flight_at_kill = sum(1 for r in records for (t, _) in kills if r.start < t <= r.end)
+    in_flight_at_kill = sum(1 for r in records for (t, _, _) in kills if r.start < t <= r.end)
 
     lines = [f"# Fleet test ({args.size}): nginx in front of the C, Python and .NET reference apps", "",
              f"{size['clients']} clients on keep-alive connections to nginx (GET /, GET /users/N, "
@@ -289,7 +296,7 @@ def report(records, phases, events, kills, args, size, failures, tmp) -> int:
               f"errors among them: {len(kill_errors)} "
               f"({', '.join(sorted({r.kind + ' ' + str(r.status) for r in kill_errors})) or 'none'}).", ""]
     for r in kill_errors[:10] + [r for (n, lo, hi) in phases if not n.startswith("kill") for r in records
-                                 if lo <= r.start < hi and not r.ok][:10]:
+                                 if lo <= r.end < hi and not r.ok][:10]:
         lines.append(f"- error: {r.kind} status {r.status} upstream {r.upstream!r} {r.error}")
     lines += ["", "Events:", ""]
     t0 = events[0][0] if events else 0
