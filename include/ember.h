@@ -1098,6 +1098,16 @@ ember_result ember_server_set_health_path(struct ember_server *server, const cha
 ember_result ember_server_drain(struct ember_server *server);
 
 /**
+ * Drains (as `ember_server_drain`) and stops accepting: the listening sockets close, so new
+ * connections are refused (connections the system had already completed are accepted
+ * first and served). Open connections are still served, each answer closing its
+ * connection, until `ember_server_stop`. For balancers without active health checks
+ * (nginx open source): a refused connection is retried on another server even for a POST,
+ * as nothing of it was sent. Idempotent; while running only.
+ */
+ember_result ember_server_stop_accepting(struct ember_server *server);
+
+/**
  * Graceful stop: stop accepting, let in-flight requests finish, close idle keep-alive
  * connections, force-close what is left after `timeout_ms`. Idempotent. When it returns,
  * no handler runs any more and every route's release callback has been called.

@@ -201,6 +201,9 @@ namespace Ember.Interop
         internal static extern int ember_server_drain(EmberServerHandle server);
 
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int ember_server_stop_accepting(EmberServerHandle server);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern int ember_server_set_log(EmberServerHandle server, EmberLogFn log, IntPtr userData, int minLevel);
 
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
