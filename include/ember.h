@@ -35,9 +35,10 @@
  * and `ember_server_stats` take the caller's struct size, `ember_server_listen_flags`,
  * limits 8-11. 3: streamed answers and bodies, request events, WebSocket, limits 12-17,
  * auto dispatch, health path and drain, trusted proxies and the PROXY protocol,
- * `ember_request_info.scheme` and `.peer_addr`.
+ * `ember_request_info.scheme` and `.peer_addr`. 4: static files, compression, the output
+ * cache, CORS, filters, TLS, the access log, metrics, `ember_server_stop_accepting`.
  */
-#define EMBER_ABI_VERSION 3
+#define EMBER_ABI_VERSION 4
 
 /**
  * Handlers run on the I/O worker thread: fastest; a handler must not block.
