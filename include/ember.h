@@ -35,9 +35,10 @@
  * and `ember_server_stats` take the caller's struct size, `ember_server_listen_flags`,
  * limits 8-11. 3: streamed answers and bodies, request events, WebSocket, limits 12-17,
  * auto dispatch, health path and drain, trusted proxies and the PROXY protocol,
- * `ember_request_info.scheme` and `.peer_addr`.
+ * `ember_request_info.scheme` and `.peer_addr`. 4: static files, compression, the output
+ * cache, CORS, filters, TLS, the access log, metrics, `ember_server_stop_accepting`.
  */
-#define EMBER_ABI_VERSION 3
+#define EMBER_ABI_VERSION 4
 
 /**
  * Handlers run on the I/O worker thread: fastest; a handler must not block.
@@ -1096,6 +1097,16 @@ ember_result ember_server_set_health_path(struct ember_server *server, const cha
  * accepting and serving until `ember_server_stop`. Idempotent; while running only.
  */
 ember_result ember_server_drain(struct ember_server *server);
+
+/**
+ * Drains (as `ember_server_drain`) and stops accepting: the listening sockets close, so new
+ * connections are refused (connections the system had already completed are accepted
+ * first and served). Open connections are still served, each answer closing its
+ * connection, until `ember_server_stop`. For balancers without active health checks
+ * (nginx open source): a refused connection is retried on another server even for a POST,
+ * as nothing of it was sent. Idempotent; while running only.
+ */
+ember_result ember_server_stop_accepting(struct ember_server *server);
 
 /**
  * Graceful stop: stop accepting, let in-flight requests finish, close idle keep-alive

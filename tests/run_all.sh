@@ -54,5 +54,8 @@ tests/run_dotnet.sh
 step "ASP.NET host (System.Web) and OWIN: sample site + conformance"
 tests/run_aspnet.sh
 
+step "fleet: SIGTERM on each host's app; nginx in front of the C, Python and .NET apps (SIGKILL, rolling restart)"
+tests/run_fleet.sh
+
 echo
 echo "all test suites passed"

@@ -53,6 +53,10 @@ def build_app() -> ember.Server:
         access_log=os.environ.get("EMBER_ACCESS_LOG") or None,
         access_log_format=os.environ.get("EMBER_ACCESS_LOG_FORMAT", "combined"),
         max_stream_body_bytes=4 << 30,
+        # Behind a load balancer (tests/REFERENCE_APP.md): the engine's health path and
+        # the proxies allowed to name the client.
+        health_path=os.environ.get("EMBER_HEALTH_PATH") or None,
+        trusted_proxies=[c for c in os.environ.get("EMBER_TRUSTED_PROXIES", "").split(",") if c],
     )
     if os.environ.get("EMBER_TLS_CERT") and os.environ.get("EMBER_TLS_KEY"):
         app.listen_tls(int(os.environ.get("EMBER_TLS_PORT", "0") or 0),
@@ -235,7 +239,10 @@ def main() -> int:
     try:
         # Until SIGINT / SIGTERM, then a graceful stop. The lines are printed from `ready`,
         # when the signal handlers are already installed.
-        app.run(port, ready=ready)
+        # On SIGTERM: drain EMBER_DRAIN_MS (health 503), then refuse new connections for
+        # EMBER_REFUSE_MS while open ones finish, then stop.
+        app.run(port, ready=ready, drain=int(os.environ.get("EMBER_DRAIN_MS", "0") or 0) / 1000,
+                refuse=int(os.environ.get("EMBER_REFUSE_MS", "0") or 0) / 1000)
     except ember.EmberError as e:
         print(f"ember_ref: {e}", file=sys.stderr)
         return 1

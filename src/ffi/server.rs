@@ -385,6 +385,17 @@ pub unsafe extern "C" fn ember_server_drain(server: *mut ember_server) -> ember_
     guard(|| get(server)?.drain())
 }
 
+/// Drains (as `ember_server_drain`) and stops accepting: the listening sockets close, so new
+/// connections are refused (connections the system had already completed are accepted
+/// first and served). Open connections are still served, each answer closing its
+/// connection, until `ember_server_stop`. For balancers without active health checks
+/// (nginx open source): a refused connection is retried on another server even for a POST,
+/// as nothing of it was sent. Idempotent; while running only.
+#[no_mangle]
+pub unsafe extern "C" fn ember_server_stop_accepting(server: *mut ember_server) -> ember_result {
+    guard(|| get(server)?.stop_accepting())
+}
+
 /// Graceful stop: stop accepting, let in-flight requests finish, close idle keep-alive
 /// connections, force-close what is left after `timeout_ms`. Idempotent. When it returns,
 /// no handler runs any more and every route's release callback has been called.

@@ -354,6 +354,19 @@ namespace Ember
             Native.Check(NativeMethods.ember_server_drain(inst.Handle), "ember_server_drain");
         }
 
+        /// <summary>
+        /// Drains and closes the listeners: new connections are refused (a balancer without active
+        /// health checks, like nginx open source, then retries elsewhere, even a POST); open ones
+        /// are still served, each answer closing its connection, until <see cref="Stop()"/>.
+        /// </summary>
+        public void StopAccepting()
+        {
+            NativeInstance inst;
+            lock (_gate) inst = _running;
+            if (inst == null) throw new InvalidOperationException("StopAccepting needs a running server.");
+            Native.Check(NativeMethods.ember_server_stop_accepting(inst.Handle), "ember_server_stop_accepting");
+        }
+
         /// <summary>Stops gracefully, waiting up to 5 s for in-flight requests.</summary>
         public void Stop() { Stop(TimeSpan.FromSeconds(5)); }
 

@@ -118,7 +118,7 @@ def candidates() -> list[Path]:
 
 # The ABI these declarations mirror (include/ember.h's EMBER_ABI_VERSION). An engine of another
 # version is refused: its structs or functions may not be what this module declares.
-ABI_VERSION = 3
+ABI_VERSION = 4
 
 
 def _process_arch() -> str:
@@ -295,6 +295,7 @@ _PROTOTYPES = {
     "ember_server_set_health_path": (c_int32, [_server_p, c_char_p]),
     "ember_server_add_trusted_proxy": (c_int32, [_server_p, c_char_p]),
     "ember_server_drain": (c_int32, [_server_p]),
+    "ember_server_stop_accepting": (c_int32, [_server_p]),
     "ember_server_set_log": (c_int32, [_server_p, LOG_FN, c_size_t, c_int32]),
     "ember_server_set_thread_hooks": (c_int32, [_server_p, THREAD_FN, THREAD_FN, c_size_t]),
     "ember_server_route": (c_int32, [_server_p, c_char_p, c_char_p, HANDLER_FN, c_size_t, RELEASE_FN]),

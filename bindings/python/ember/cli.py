@@ -62,6 +62,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--access-log", action="store_true", help="one log line per request (logger ember.access)")
     p.add_argument("--timeout-graceful-shutdown", type=float, default=10.0, metavar="SECONDS",
                    help="how long in-flight requests may finish on SIGTERM (default 10)")
+    p.add_argument("--health-path", default=None, metavar="PATH",
+                   help="the engine answers GET PATH itself: 200, or 503 while draining (behind a load balancer)")
+    p.add_argument("--drain", type=float, default=0.0, metavar="SECONDS",
+                   help="on SIGTERM/SIGINT first drain for this long (health 503, answers close their "
+                        "connections, requests still served), then stop (default 0)")
+    p.add_argument("--refuse", type=float, default=0.0, metavar="SECONDS",
+                   help="then refuse new connections for this long while open ones finish, before "
+                        "the stop (behind nginx open source: more than its upstream keepalive_timeout)")
     p.add_argument("--max-body-size", type=int, default=None, metavar="BYTES",
                    help="larger request bodies get 413 (engine defaults: 1 GiB for streamed bodies, "
                         "16 MiB for the buffered ones of GET, HEAD, DELETE, OPTIONS)")
@@ -128,6 +136,8 @@ def _limits(args: argparse.Namespace) -> dict:
         limits["max_stream_body_bytes"] = args.max_body_size
     if args.handler_timeout is not None:
         limits["handler_timeout"] = args.handler_timeout
+    if args.health_path is not None:
+        limits["health_path"] = args.health_path
     return limits
 
 
@@ -172,7 +182,7 @@ def serve_one(args: argparse.Namespace, port: int, reuse_port: bool = False,
                      _url_host(args.host), bound, interface.upper(), server.server.dispatch)
 
     try:
-        server.run(ready=on_ready, timeout=args.timeout_graceful_shutdown)
+        server.run(ready=on_ready, timeout=args.timeout_graceful_shutdown, drain=args.drain, refuse=args.refuse)
     except LifespanFailure as e:
         log.error("%s", e)
         return EXIT_STARTUP_FAILED

@@ -14,14 +14,13 @@ import ctypes
 import inspect
 import logging
 import os
-import signal
 import sys
 import threading
 import time
 from ctypes import byref, c_uint16
 from typing import Any, Callable, Iterable, Union
 
-from . import _lib
+from . import _lib, _run
 from ._async import LoopRunner
 from ._front import FrontMixin
 from ._dispatch import engine_threads
@@ -311,6 +310,15 @@ class Server(TlsMixin, FrontMixin):
             raise RuntimeError("ember: drain() needs a running server")
         check(L.ember_server_drain(native.ptr), "ember_server_drain")
 
+    def stop_accepting(self) -> None:
+        """Drains and closes the listeners: new connections are refused (a balancer without
+        active health checks, like nginx open source, then retries elsewhere, even a POST),
+        open ones are still served, each answer closing its connection, until ``stop()``."""
+        native = self._native
+        if native is None:
+            raise RuntimeError("ember: stop_accepting() needs a running server")
+        check(L.ember_server_stop_accepting(native.ptr), "ember_server_stop_accepting")
+
     def stop(self, timeout: float = 5.0) -> None:
         """Stops gracefully: no new connections, in-flight requests get up to ``timeout``
         seconds, then the rest are closed. Idempotent. Called from a handler (or from
@@ -397,37 +405,22 @@ class Server(TlsMixin, FrontMixin):
                 time.sleep(0.01)
 
     def run(self, port: int = 8080, host: str = "127.0.0.1", timeout: float = 5.0,
-            ready: Callable[[int], Any] | None = None, reuse_port: bool = False) -> None:
+            ready: Callable[[int], Any] | None = None, reuse_port: bool = False,
+            drain: float = 0.0, refuse: float = 0.0) -> None:
         """Starts (unless running), blocks until SIGINT (Ctrl+C) or SIGTERM, then stops
         gracefully. ``ready(port)`` is called once listening, with the signal handlers
         already in place: a signal right after it (say, after printing the port) still
-        stops the server gracefully."""
-        stop_requested = threading.Event()
-        previous = {}
-        if threading.current_thread() is threading.main_thread():
-            def on_signal(signum: int, frame: Any) -> None:
-                stop_requested.set()
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                previous[sig] = signal.signal(sig, on_signal)
-        try:
-            if not self.running:
-                self.start(port, host, reuse_port)
-            if ready is not None:
-                ready(self._port)
-            # Short slices: Python runs signal handlers only between them.
-            while not stop_requested.is_set():
-                if self.wait(0.2):
-                    break
-        finally:
-            try:
-                self.stop(timeout)
-                if not self._inside_handler():
-                    self.wait()
-            finally:
-                # Restored only now: a second SIGTERM/SIGINT during the graceful drain
-                # must not meet the default action and kill the process.
-                for sig, handler in previous.items():
-                    signal.signal(sig, handler)
+        stops the server gracefully.
+
+        ``drain`` (seconds, 0 = none): behind a load balancer, a signal first starts
+        ``drain()`` (the health path answers 503, answers close their connections) and
+        keeps serving for that long, so the balancer moves away before the stop; a second
+        signal cuts the drain short. ``refuse`` (seconds, 0 = none): then ``stop_accepting()``
+        for that long: new connections are refused, open ones finish (behind nginx open
+        source, which has no active health checks, this is the phase that matters: use
+        ``drain=0, refuse=`` more than nginx's upstream ``keepalive_timeout``). Then
+        ``stop(timeout)`` gives in-flight requests up to ``timeout`` seconds."""
+        _run.until_signal(self, port, host, timeout, ready, reuse_port, drain, refuse)
 
     def stats(self) -> dict[str, int]:
         """Engine counters: requests, responses by class, connections, bytes."""
