@@ -16,7 +16,7 @@ log = logging.getLogger("ember.asgi")
 
 ASGIApp = Callable[[dict, Callable[[], Awaitable[dict]], Callable[[dict], Awaitable[None]]], Awaitable[None]]
 
-_respond = _lib.respond_holding_gil
+_respond = _lib.lib.ember_request_respond
 _OK = _lib.OK
 
 # A streamed request body is handed to the app in pieces of at most this size.

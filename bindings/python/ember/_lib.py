@@ -329,13 +329,6 @@ for _name, (_restype, _argtypes) in _PROTOTYPES.items():
     _fn.restype = _restype
     _fn.argtypes = _argtypes
 
-# The adapters' whole-answer call, made without letting go of the GIL. It never blocks (a
-# slot lock and a channel send; the answer is copied), and under pool dispatch, with other
-# pool threads waiting for the GIL, a release there hands the GIL to one of them in the
-# middle of a request: two thread switches more per request on a busy core.
-respond_holding_gil = ctypes.PyDLL(lib._name, handle=lib._handle).ember_request_respond
-respond_holding_gil.restype, respond_holding_gil.argtypes = _PROTOTYPES["ember_request_respond"]
-
 string_at = ctypes.string_at
 
 

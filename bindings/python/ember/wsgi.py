@@ -36,7 +36,7 @@ log = logging.getLogger("ember.wsgi")
 
 WSGIApp = Callable[[dict, Callable[..., Any]], Iterable[bytes]]
 
-_respond = _lib.respond_holding_gil
+_respond = _lib.lib.ember_request_respond
 _OK = _lib.OK
 
 

@@ -82,24 +82,7 @@ namespace Ember.AspNet
         /// failures: System.Web answers those itself (500 with its error page).</summary>
         public void Process(long req, long info)
         {
-            try
-            {
-                ProcessCore((ulong)req, new IntPtr(info));
-            }
-            finally
-            {
-                ForgetCallContext();
-            }
-        }
-
-        // Mono serializes a thread's logical call context (BinaryFormatter) on every cross-domain
-        // call once it holds anything, both ways, and System.Web leaves the request's principal
-        // in it (Thread.CurrentPrincipal). Dropped before this call returns, nothing travels back
-        // to the engine thread, and its next crossing stays on the fast path.
-        static void ForgetCallContext()
-        {
-            try { Thread.CurrentPrincipal = null; }
-            catch (Exception) { }
+            ProcessCore((ulong)req, new IntPtr(info));
         }
 
         unsafe void ProcessCore(ulong req, IntPtr info)
