@@ -317,7 +317,7 @@ async fn whole(mut headers: HeaderMap, file: File, len: u64, head: bool, coding:
     if len > SMALL_MAX {
         let mut a = Answer::new(200, headers, Bytes::new());
         match Encoder::new(coding) {
-            Ok(e) => a.file = Some(FileBody::new(file, 0, len, Some(e))),
+            Ok(e) => a.file = Some(Box::new(FileBody::new(file, 0, len, Some(e)))),
             Err(_) => return canned(500, false),
         }
         return a;
@@ -352,7 +352,7 @@ async fn part(mut headers: HeaderMap, file: File, start: u64, len: u64) -> Answe
         };
     }
     let mut a = Answer::new(200, headers, Bytes::new());
-    a.file = Some(FileBody::new(file, start, len, None));
+    a.file = Some(Box::new(FileBody::new(file, start, len, None)));
     a
 }
 
