@@ -67,7 +67,11 @@ CASES = {
     "static-1k": ember("/static/1k.json"),
     "nginx-static-1k": (nginx, "/static/1k.json"),
     "cached": ember("/cached?ttl=3600"),
+    "static-10m": ember("/static/10m.bin"),
+    "nginx-static-10m": (nginx, "/static/10m.bin"),
 }
+# 10 MiB answers: fewer requests, no callgrind (it would take minutes per run).
+BIG = {"static-10m", "nginx-static-10m"}
 
 
 def wait_port(port: int, proc: subprocess.Popen, limit: float = 60) -> None:
@@ -88,9 +92,17 @@ def load(port: int, path: str, n: int) -> None:
     for _ in range(n):
         c.request("GET", path)
         r = c.getresponse()
-        body = r.read()
-        assert r.status == 200 and body, (r.status, body[:100])
+        got = 0
+        while chunk := r.read(1 << 20):
+            got += len(chunk)
+        assert r.status == 200 and got, r.status
     c.close()
+
+
+def cpu_ticks(pid: int) -> int:
+    """utime + stime of a process (clock ticks), its threads included."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
 
 
 def measure(case: str, tool: str, n: int) -> int:
@@ -105,13 +117,16 @@ def measure(case: str, tool: str, n: int) -> int:
         pre = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"] if tool == "callgrind" else []
         proc = subprocess.Popen(pre + argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=d)
         tracer = None
+        ticks = 0
         try:
             wait_port(port, proc)
+            ticks = cpu_ticks(proc.pid)
             if tool == "strace":
                 tracer = subprocess.Popen(["strace", "-f", "-c", "-o", str(out), "-p", str(proc.pid)],
                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 time.sleep(1.0)
             load(port, path, n)
+            ticks = cpu_ticks(proc.pid) - ticks
         finally:
             if tracer is not None:
                 tracer.send_signal(signal.SIGINT)
@@ -122,6 +137,8 @@ def measure(case: str, tool: str, n: int) -> int:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        if tool == "cpu":
+            return ticks
         text = out.read_text()
         if tool == "callgrind":
             m = re.search(r"^(?:summary|totals): (\d+)", text, re.M)
@@ -133,12 +150,20 @@ def measure(case: str, tool: str, n: int) -> int:
 def main() -> None:
     front_targets.prepare_www()
     cases = sys.argv[1:] or list(CASES)
+    hz = os.sysconf("SC_CLK_TCK")
     for case in cases:
-        row = [case]
-        for tool in ("callgrind", "strace"):
-            a, b = measure(case, tool, N1), measure(case, tool, N2)
-            row.append(f"{(b - a) / (N2 - N1):,.1f} {'instructions' if tool == 'callgrind' else 'syscalls'}")
-        print(f"{row[0]}: {row[1]}, {row[2]} per request", flush=True)
+        row = []
+        if case in BIG:
+            n1, n2 = 4, 44
+            a, b = measure(case, "strace", n1), measure(case, "strace", n2)
+            row.append(f"{(b - a) / (n2 - n1):,.1f} syscalls")
+            ticks = measure(case, "cpu", n2)
+            row.append(f"{ticks / hz / n2 * 1000:,.2f} ms of server CPU (user + system; a time, so noisy)")
+        else:
+            for tool in ("callgrind", "strace"):
+                a, b = measure(case, tool, N1), measure(case, tool, N2)
+                row.append(f"{(b - a) / (N2 - N1):,.1f} {'instructions' if tool == 'callgrind' else 'syscalls'}")
+        print(f"{case}: {', '.join(row)} per request", flush=True)
 
 
 if __name__ == "__main__":
