@@ -98,19 +98,20 @@ def all_targets() -> list[Target]:
     T = []
     T.append(Target("hyper", "bare hyper (ceiling)", "ceiling", ["bench-hyper"],
                     lambda p, w, d: [str(RELEASE / "bench-hyper"), "0", str(w or NCPU)], quick=True))
-    for disp in ("inline", "pool"):
+    # auto is each binding's default (inline while an I/O thread stays free, else the pool).
+    for disp in ("inline", "pool", "auto"):
         T.append(Target(f"ember-c-{disp}", f"Ember C ref app, {disp}", "ember", ["ember-lib", "samples-c"],
                         lambda p, w, d: [str(ROOT / "samples" / "c" / "ember_ref"), "0"],
                         env=_ember_env(disp), quick=True))
-    for disp in ("inline", "pool"):
+    for disp in ("inline", "pool", "auto"):
         T.append(Target(f"ember-py-{disp}", f"Ember Python ref app, {disp}", "ember", ["ember-lib", "venv"],
                         lambda p, w, d: [_py(), str(ROOT / "samples" / "python" / "ember_ref.py"), "0"],
-                        env=_ember_env(disp), quick=True))
-    for disp in ("inline", "pool"):
+                        env=_ember_env(disp), quick=disp != "auto"))
+    for disp in ("inline", "pool", "auto"):
         T.append(Target(f"ember-net-{disp}", f"Ember .NET (Mono) ref app, {disp}", "ember",
                         ["ember-lib", "samples-dotnet"],
                         lambda p, w, d: ["mono", str(ROOT / "samples" / "dotnet" / "EmberRef.exe"), "0"],
-                        env=_ember_env(disp), quick=True))
+                        env=_ember_env(disp), quick=disp != "auto"))
     T.append(Target("nginx", "nginx return 200 (1 worker)", "native", ["nginx"],
                     lambda p, w, d: ["nginx", "-p", str(d), "-c", str(d / "nginx.conf"), "-e", str(d / "error.log")],
                     fixed_port=True, quick=True, prepare=_nginx_prepare))
@@ -644,6 +645,12 @@ def write_markdown(R: dict, path: Path) -> None:
 HEAD_TO_HEAD = [
     ("Ember C inline vs bare hyper", "ember-c-inline", "hyper"),
     ("Ember C pool vs bare hyper", "ember-c-pool", "hyper"),
+    ("Ember C auto vs bare hyper", "ember-c-auto", "hyper"),
+    ("Ember C auto (default) vs C inline", "ember-c-auto", "ember-c-inline"),
+    ("Ember Python auto (default) vs Python inline", "ember-py-auto", "ember-py-inline"),
+    ("Ember .NET auto (default) vs .NET inline", "ember-net-auto", "ember-net-inline"),
+    ("Ember Python inline vs bare hyper", "ember-py-inline", "hyper"),
+    ("Ember .NET inline vs bare hyper", "ember-net-inline", "hyper"),
     ("Ember C inline vs nginx", "ember-c-inline", "nginx"),
     ("Ember C inline vs libmicrohttpd", "ember-c-inline", "libmicrohttpd"),
     ("Ember C pool vs CivetWeb", "ember-c-pool", "civetweb"),
