@@ -106,12 +106,12 @@ def all_targets() -> list[Target]:
     for disp in ("inline", "pool", "auto"):
         T.append(Target(f"ember-py-{disp}", f"Ember Python ref app, {disp}", "ember", ["ember-lib", "venv"],
                         lambda p, w, d: [_py(), str(ROOT / "samples" / "python" / "ember_ref.py"), "0"],
-                        env=_ember_env(disp), quick=disp != "auto"))
+                        env=_ember_env(disp), quick=True))
     for disp in ("inline", "pool", "auto"):
         T.append(Target(f"ember-net-{disp}", f"Ember .NET (Mono) ref app, {disp}", "ember",
                         ["ember-lib", "samples-dotnet"],
                         lambda p, w, d: ["mono", str(ROOT / "samples" / "dotnet" / "EmberRef.exe"), "0"],
-                        env=_ember_env(disp), quick=disp != "auto"))
+                        env=_ember_env(disp), quick=True))
     T.append(Target("nginx", "nginx return 200 (1 worker)", "native", ["nginx"],
                     lambda p, w, d: ["nginx", "-p", str(d), "-c", str(d / "nginx.conf"), "-e", str(d / "error.log")],
                     fixed_port=True, quick=True, prepare=_nginx_prepare))

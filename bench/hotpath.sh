@@ -4,6 +4,7 @@
 #
 #   bench/hotpath.sh [libember.so ...]      default: target/release/libember.so
 #   EMBER_HOTPATH_ENV="EMBER_HOTPATH_METRICS=1 EMBER_HOTPATH_ACCESS_LOG=/tmp/a.log" bench/hotpath.sh
+#   EMBER_HOTPATH_ENV="EMBER_HOTPATH_DISPATCH=auto" bench/hotpath.sh     (auto or pool dispatch)
 #
 # For each library: two runs, with N1 and N2 keep-alive GET / on one connection; the difference
 # of the total instruction counts divided by N2 - N1 is the cost of one request (start-up and

@@ -35,9 +35,10 @@
  * and `ember_server_stats` take the caller's struct size, `ember_server_listen_flags`,
  * limits 8-11. 3: streamed answers and bodies, request events, WebSocket, limits 12-17,
  * auto dispatch, health path and drain, trusted proxies and the PROXY protocol,
- * `ember_request_info.scheme` and `.peer_addr`.
+ * `ember_request_info.scheme` and `.peer_addr`. 4: static files, compression, the output
+ * cache, CORS, filters, TLS, the access log, metrics, `ember_server_stop_accepting`.
  */
-#define EMBER_ABI_VERSION 3
+#define EMBER_ABI_VERSION 4
 
 /**
  * Handlers run on the I/O worker thread: fastest; a handler must not block.
@@ -498,8 +499,11 @@ typedef void (*ember_thread_fn)(void *user_data);
  * A route handler. Called once per matching request with the request's handle and its
  * fields (`info`: its views stay valid until your first answer call on `req`, whatever
  * it returns, or until the server stops). Answer with `ember_request_respond` inside the call, or return and answer
- * later from any thread (deferred). Runs on a pool thread (`EMBER_DISPATCH_POOL`) or on an
- * I/O thread (`EMBER_DISPATCH_INLINE`, must not block). Must not unwind (no C++ throw).
+ * later from any thread (deferred). Runs on a pool thread (`EMBER_DISPATCH_POOL`), on an
+ * I/O thread (`EMBER_DISPATCH_INLINE`, must not block), or under `EMBER_DISPATCH_AUTO` (the
+ * default) on the I/O thread while a spare one stays free, else on the pool (blocking is
+ * safe; blocking waits on its own request return `EMBER_ERR_STATE` inline). Must not
+ * unwind (no C++ throw).
  */
 typedef void (*ember_handler_fn)(void *user_data,
                                  ember_request req,
@@ -984,7 +988,8 @@ ember_result ember_server_listen_flags(struct ember_server *server,
 ember_result ember_server_set_workers(struct ember_server *server, uint32_t workers);
 
 /**
- * `EMBER_DISPATCH_POOL` (default) or `EMBER_DISPATCH_INLINE`. Before start only.
+ * `EMBER_DISPATCH_AUTO` (default), `EMBER_DISPATCH_POOL` or `EMBER_DISPATCH_INLINE`. Before
+ * start only.
  */
 ember_result ember_server_set_dispatch(struct ember_server *server, int32_t mode);
 
@@ -1092,6 +1097,16 @@ ember_result ember_server_set_health_path(struct ember_server *server, const cha
  * accepting and serving until `ember_server_stop`. Idempotent; while running only.
  */
 ember_result ember_server_drain(struct ember_server *server);
+
+/**
+ * Drains (as `ember_server_drain`) and stops accepting: the listening sockets close, so new
+ * connections are refused (connections the system had already completed are accepted
+ * first and served). Open connections are still served, each answer closing its
+ * connection, until `ember_server_stop`. For balancers without active health checks
+ * (nginx open source): a refused connection is retried on another server even for a POST,
+ * as nothing of it was sent. Idempotent; while running only.
+ */
+ember_result ember_server_stop_accepting(struct ember_server *server);
 
 /**
  * Graceful stop: stop accepting, let in-flight requests finish, close idle keep-alive

@@ -12,7 +12,7 @@ fail=0
 cargo build -j2 --profile minimal --no-default-features --lib --target-dir target/minimal
 lib=target/minimal/minimal
 cc -std=c99 -Wall -Wextra -Wpedantic -Werror -O2 -pthread -Iinclude -o "$lib/ember_ref" \
-    samples/c/ember_ref.c samples/c/ref_stream.c samples/c/ref_ws.c samples/c/ref_front.c samples/c/sha256.c \
+    samples/c/ember_ref.c samples/c/ref_slow.c samples/c/ref_fleet.c samples/c/ref_stream.c samples/c/ref_ws.c samples/c/ref_front.c samples/c/sha256.c \
     -L"$lib" -Wl,-rpath,"$root/$lib" -lember
 if EMBER_DISPATCH=pool EMBER_COMPRESSION=none tests/run_conformance.sh "$lib/ember_ref" -- -q --ignore=tests/conformance/test_http2.py \
         --ignore=tests/conformance/test_tls.py -k "not http2"; then

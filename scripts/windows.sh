@@ -73,7 +73,7 @@ build_arch() { # <x64|x86>
     local imp="$out/ember.dll.a" warn="-Wall -Wextra -Wpedantic -Werror" t_out="$out/tests"
     # -static: the programs carry libgcc and winpthreads, so only ember.dll travels with them.
     $cc -std=c99 $warn -O2 -Iinclude -o "$t_out/hello.exe" samples/c/hello.c "$imp" -static
-    $cc -std=c99 $warn -O2 -Iinclude -o "$t_out/ember_ref.exe" samples/c/ember_ref.c samples/c/ref_stream.c \
+    $cc -std=c99 $warn -O2 -Iinclude -o "$t_out/ember_ref.exe" samples/c/ember_ref.c samples/c/ref_slow.c samples/c/ref_fleet.c samples/c/ref_stream.c \
         samples/c/ref_ws.c samples/c/ref_front.c samples/c/sha256.c "$imp" -static -pthread
     $cc -std=c99 $warn -O1 -Iinclude -c -o "$t_out/harness.o" tests/c/harness.c
     local name

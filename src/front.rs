@@ -129,7 +129,9 @@ pub(crate) async fn enter(run: &Run, conn: &ConnState, req: &http::Request<Incom
     }
     if let Some((mount, rest)) = front.mounts.iter().find_map(|m| m.claims(path).map(|r| (m, r))) {
         let sreq = StaticRequest { method, path, query: uri.query(), headers, codings: ctx.codings, min_bytes: front.compress.min_bytes };
-        let mut a = static_serve::serve(mount, rest, sreq).await;
+        // Boxed: the file-serving future is large, and inlined here it would be copied
+        // around for every request, also those no mount claims.
+        let mut a = Box::pin(static_serve::serve(mount, rest, sreq)).await;
         ctx.decorate(&mut a.headers);
         return Entry::Answered(a);
     }
@@ -155,13 +157,19 @@ pub(crate) async fn enter(run: &Run, conn: &ConnState, req: &http::Request<Incom
     Entry::Pass(Some(ctx))
 }
 
+/// Takes the cache marker off an answer that will not be stored, so that it never
+/// reaches a client.
+pub(crate) fn strip_marker(answer: &mut Answer) {
+    if !answer.headers.is_empty() {
+        answer.headers.remove(MARKER);
+    }
+}
+
 /// Finishes the host's answer. Without a context only the cache marker is taken off, so
 /// that it never reaches a client.
 pub(crate) async fn leave(ctx: Option<Ctx>, mut answer: Answer) -> Answer {
     let Some(ctx) = ctx else {
-        if !answer.headers.is_empty() {
-            answer.headers.remove(MARKER);
-        }
+        strip_marker(&mut answer);
         return answer;
     };
     if answer.status == 101 {

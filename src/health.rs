@@ -2,22 +2,36 @@
 //! drain mode. Draining, the health path answers 503 so health checks take the process out
 //! of rotation, and every HTTP/1 answer closes its connection so keep-alive clients (a
 //! proxy's upstream pool) reconnect elsewhere; new connections are still accepted and
-//! served until the host stops the server.
+//! served until the host stops the server, or stops accepting: then the listeners close,
+//! so a balancer without active health checks (nginx open source) is refused at connect
+//! and sends the request elsewhere, before anything of it was sent here.
 
 use crate::request::Answer;
 use bytes::Bytes;
 use http::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE};
 use std::sync::atomic::{AtomicBool, Ordering};
+use tokio::sync::watch;
 
-#[derive(Default)]
 pub(crate) struct Health {
     pub path: Option<String>,
     draining: AtomicBool,
+    /// True once the listeners are to close (the accept loops watch it).
+    refuse: watch::Sender<bool>,
 }
 
 impl Health {
     pub fn new(path: Option<String>) -> Health {
-        Health { path, draining: AtomicBool::new(false) }
+        Health { path, draining: AtomicBool::new(false), refuse: watch::channel(false).0 }
+    }
+
+    /// Drains, and closes the listeners (after taking what the kernel already queued).
+    pub fn stop_accepting(&self) {
+        self.drain();
+        self.refuse.send_replace(true);
+    }
+
+    pub fn refusing(&self) -> watch::Receiver<bool> {
+        self.refuse.subscribe()
     }
 
     pub fn drain(&self) {

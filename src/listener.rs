@@ -80,17 +80,23 @@ pub(crate) async fn accept_loop(
     slots: Arc<Semaphore>,
     tls: Option<Arc<crate::tls::TlsSite>>,
 ) {
+    let mut refuse = run.health.refusing();
     let mut backoff = BACKOFF_MIN;
     let mut failures: u64 = 0;
     let mut last_log: Option<Instant> = None;
     loop {
+        if *refuse.borrow() || *shutdown.borrow() {
+            break;
+        }
         let permit = tokio::select! {
             p = slots.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
-            _ = shutdown.changed() => return,
+            _ = shutdown.changed() => break,
+            _ = refuse.changed() => break,
         };
         let accepted = tokio::select! {
             r = listener.accept() => r,
-            _ = shutdown.changed() => return,
+            _ = shutdown.changed() => break,
+            _ = refuse.changed() => break,
         };
         match accepted {
             Ok((stream, remote)) => {
@@ -100,15 +106,7 @@ pub(crate) async fn accept_loop(
                     failures = 0;
                     last_log = None;
                 }
-                let _ = stream.set_nodelay(true);
-                let (run, shutdown, tls) = (run.clone(), shutdown.clone(), tls.clone());
-                run.counters.total_connections.fetch_add(1, Relaxed);
-                let open = run.counters.active_connections.fetch_add(1, Relaxed) + 1;
-                run.counters.peak_connections.fetch_max(open, Relaxed);
-                tokio::spawn(async move {
-                    let open = Box::new(OpenConnection(run.counters.clone(), permit));
-                    conn::serve(stream, remote, proxy_protocol, run, shutdown, open, tls).await;
-                });
+                spawn_conn(stream, remote, permit, proxy_protocol, &run, &shutdown, &tls);
             }
             Err(e) if per_connection(&e) => continue,
             Err(e) => {
@@ -120,12 +118,66 @@ pub(crate) async fn accept_loop(
                 }
                 tokio::select! {
                     _ = tokio::time::sleep(backoff) => {}
-                    _ = shutdown.changed() => return,
+                    _ = shutdown.changed() => break,
+                    _ = refuse.changed() => break,
                 }
                 backoff = (backoff * 2).min(BACKOFF_MAX);
             }
         }
     }
+    take_queued(listener, proxy_protocol, &run, &shutdown, &slots, &tls);
+}
+
+/// Closing a listening socket resets the connections the kernel completed but nobody
+/// accepted yet, after their clients may have sent a request: a proxy cannot retry a POST
+/// it already sent. So before the listener closes (stop, or stop-accepting), what is queued
+/// is accepted and served like any other connection (graceful: one answer, then close).
+/// The window left is the few microseconds between the last accept and the close.
+fn take_queued(
+    listener: tokio::net::TcpListener,
+    proxy_protocol: bool,
+    run: &Arc<Run>,
+    shutdown: &watch::Receiver<bool>,
+    slots: &Arc<Semaphore>,
+    tls: &Option<Arc<crate::tls::TlsSite>>,
+) {
+    // The std listener accepts without waiting for the reactor's readiness event, which
+    // may not have arrived for a connection the kernel already queued.
+    let Ok(std_listener) = listener.into_std() else { return };
+    loop {
+        match std_listener.accept() {
+            Ok((std_stream, remote)) => {
+                let Ok(permit) = slots.clone().try_acquire_owned() else { return };
+                if std_stream.set_nonblocking(true).is_err() {
+                    continue;
+                }
+                let Ok(stream) = tokio::net::TcpStream::from_std(std_stream) else { continue };
+                spawn_conn(stream, remote, permit, proxy_protocol, run, shutdown, tls);
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted || per_connection(&e) => continue,
+            Err(_) => return, // WouldBlock: the queue is empty (or accept failed): close now
+        }
+    }
+}
+
+fn spawn_conn(
+    stream: tokio::net::TcpStream,
+    remote: std::net::SocketAddr,
+    permit: tokio::sync::OwnedSemaphorePermit,
+    proxy_protocol: bool,
+    run: &Arc<Run>,
+    shutdown: &watch::Receiver<bool>,
+    tls: &Option<Arc<crate::tls::TlsSite>>,
+) {
+    let _ = stream.set_nodelay(true);
+    let (run, shutdown, tls) = (run.clone(), shutdown.clone(), tls.clone());
+    run.counters.total_connections.fetch_add(1, Relaxed);
+    let open = run.counters.active_connections.fetch_add(1, Relaxed) + 1;
+    run.counters.peak_connections.fetch_max(open, Relaxed);
+    tokio::spawn(async move {
+        let open = Box::new(OpenConnection(run.counters.clone(), permit));
+        conn::serve(stream, remote, proxy_protocol, run, shutdown, open, tls).await;
+    });
 }
 
 /// Holds a connection slot (the permit) and the open-connection count while alive.

@@ -442,6 +442,15 @@ impl Server {
         }
     }
 
+    /// Drains (see `drain`) and closes the listeners: new connections are refused, those
+    /// open are served (each answer closes it) until `stop`. Idempotent; while running.
+    pub fn stop_accepting(&self) -> Result<()> {
+        match &*self.phase.lock() {
+            Phase::Running(r) => Ok(r.run.health.stop_accepting()),
+            _ => Err(Error::new(ErrorKind::State, "stop_accepting: the server is not running")),
+        }
+    }
+
     /// What the running server's connections share (None unless running).
     pub(crate) fn running_run(&self) -> Option<Arc<Run>> {
         match &*self.phase.lock() {

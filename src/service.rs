@@ -43,11 +43,21 @@ pub(crate) async fn handle(run: Arc<Run>, conn: Arc<ConnState>, req: http::Reque
     run.counters.requests.fetch_add(1, Relaxed);
     let head_only = req.method() == Method::HEAD;
     let is_h2 = req.version() == Version::HTTP_2;
-    let (ctx, (answer, upgrade)) = match front::enter(&run, &conn, &req).await {
-        front::Entry::Answered(a) => (None, (a, None)),
-        front::Entry::Pass(ctx) => (ctx, answer(&run, &conn, req, declared).await),
+    // Without a front (nothing configured) its futures are never built: each one built is
+    // a state copied into this future's, and that copying was the path's largest memcpy.
+    let (mut answer, upgrade) = if run.front.is_none() {
+        let (mut a, upgrade) = answer(&run, &conn, req, declared).await;
+        front::strip_marker(&mut a);
+        (a, upgrade)
+    } else {
+        match front::enter(&run, &conn, &req).await {
+            front::Entry::Answered(a) => (a, None),
+            front::Entry::Pass(ctx) => {
+                let (a, upgrade) = answer(&run, &conn, req, declared).await;
+                (front::leave(ctx, a).await, upgrade)
+            }
+        }
     };
-    let mut answer = front::leave(ctx, answer).await;
     run.counters.status(answer.status);
     if run.health.is_draining() && !is_h2 && upgrade.is_none() {
         // Keep-alive clients (a proxy's upstream pool) reconnect, to another process.

@@ -373,7 +373,7 @@ async fn whole(mut headers: HeaderMap, source: Source, len: u64, head: bool, cod
         Source::File(file) if len > SMALL_MAX => {
             let mut a = Answer::new(200, headers, Bytes::new());
             match Encoder::new(coding) {
-                Ok(e) => a.file = Some(FileBody::new(file, 0, len, Some(e))),
+                Ok(e) => a.file = Some(Box::new(FileBody::new(file, 0, len, Some(e)))),
                 Err(_) => return canned(500, false),
             }
             return a;
@@ -414,7 +414,7 @@ async fn part(mut headers: HeaderMap, source: Source, start: u64, len: u64) -> A
         };
     }
     let mut a = Answer::new(200, headers, Bytes::new());
-    a.file = Some(FileBody::new(file, start, len, None));
+    a.file = Some(Box::new(FileBody::new(file, start, len, None)));
     a
 }
 

@@ -24,10 +24,14 @@ cargo build --release
 step "C: samples, ABI tests, ASan/UBSan"
 tests/run_c.sh
 
+# Every host runs the whole suite in auto (the default) and pool dispatch, and its streaming,
+# upload and WebSocket files in inline (CI time: README, the conformance suite).
+step "conformance: C reference app (auto dispatch, the default)"
+EMBER_DISPATCH=auto tests/run_conformance.sh samples/c/ember_ref
 step "conformance: C reference app (pool dispatch)"
 EMBER_DISPATCH=pool tests/run_conformance.sh samples/c/ember_ref
-step "conformance: C reference app (inline dispatch)"
-EMBER_DISPATCH=inline tests/run_conformance.sh samples/c/ember_ref
+step "conformance: C reference app (inline dispatch, streaming files)"
+EMBER_DISPATCH=inline EMBER_CONFORMANCE_FILES=streaming tests/run_conformance.sh samples/c/ember_ref
 
 step "resource exhaustion: C reference app under ulimit -n 256, 1,000 clients"
 tests/run_exhaustion.sh
@@ -49,6 +53,9 @@ tests/run_dotnet.sh
 
 step "ASP.NET host (System.Web) and OWIN: sample site + conformance"
 tests/run_aspnet.sh
+
+step "fleet: SIGTERM on each host's app; nginx in front of the C, Python and .NET apps (SIGKILL, rolling restart)"
+tests/run_fleet.sh
 
 echo
 echo "all test suites passed"

@@ -51,7 +51,7 @@ run_suite() {
   run_one "$variant/header_c99" "$dir/header_c99"
   run_one "$variant/header_cxx" "$dir/header_cxx"
   local t
-  for t in test_abi test_lifecycle test_requests test_dispatch test_races test_edges test_contract test_tls_observe test_front test_stream test_stream_end test_body test_ws; do
+  for t in test_abi test_lifecycle test_requests test_dispatch test_races test_stop_load test_edges test_contract test_tls_observe test_front test_stream test_stream_end test_body test_ws; do
     run_one "$variant/$t" "$dir/$t"
   done
   run_one "$variant/test_ref_app" "$dir/test_ref_app" "$2"
@@ -102,8 +102,9 @@ run_suite asan "$out/asan/ember_ref"
 
 # The streaming and WebSocket routes and the engine's front (static files, compression, output
 # cache, CORS, filters) of the reference app under the sanitizers, through the conformance
-# suite's real clients (memory growth is not asserted: ASan keeps freed memory).
-for mode in pool inline; do
+# suite's real clients (memory growth is not asserted: ASan keeps freed memory). Auto (the
+# default) runs handlers inline and stream events on the pool, so with inline it covers both.
+for mode in auto inline; do
   echo "== conformance streaming/WebSocket/front files against the ASan ember_ref ($mode dispatch)"
   log="$(mktemp)"
   if EMBER_DISPATCH=$mode EMBER_CONFORMANCE_RSS=off EMBER_APP="$out/asan/ember_ref" timeout 900 python3 -m pytest -q \

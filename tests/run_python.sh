@@ -2,7 +2,7 @@
 # Python binding: build the engine, run the binding tests (the binding's own API, the ASGI
 # and WSGI servers, the command line), the framework tests (FastAPI, Starlette, Flask,
 # Django on Ember, compared with uvicorn and gunicorn), then the shared HTTP conformance
-# suite against the Python reference app (pool and inline dispatch).
+# suite against the Python reference app (auto and pool dispatch; its streaming files inline).
 #   tests/run_python.sh            everything
 #   tests/run_python.sh -k async   extra arguments go to the binding tests' pytest
 #   EMBER_SKIP_FRAMEWORKS=1        skips the framework tests (and their venv)
@@ -50,10 +50,15 @@ if [ "${EMBER_SKIP_FRAMEWORKS:-0}" != 1 ]; then
 fi
 
 if [ -x "$root/tests/run_conformance.sh" ] || [ -f "$root/tests/run_conformance.sh" ]; then
-    for mode in pool inline; do
+    # The whole suite in auto (the default) and pool dispatch; inline only changes where
+    # handlers and stream events run, so its pass is the streaming/WebSocket files (CI time).
+    for mode in auto pool; do
         echo "== conformance suite, Python reference app, dispatch=$mode"
         EMBER_DISPATCH=$mode sh "$root/tests/run_conformance.sh" "$PYTHON samples/python/ember_ref.py" -q
     done
+    echo "== conformance suite (streaming, upload and WebSocket files), Python reference app, dispatch=inline"
+    EMBER_DISPATCH=inline EMBER_CONFORMANCE_FILES=streaming \
+        sh "$root/tests/run_conformance.sh" "$PYTHON samples/python/ember_ref.py" -q
 else
     echo "tests/run_conformance.sh not found: conformance suite skipped"
 fi

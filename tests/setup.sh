@@ -11,6 +11,7 @@ command -v mcs >/dev/null || need+=(mono-devel)
 command -v valgrind >/dev/null || need+=(valgrind)
 [ "${EMBER_SKIP_BENCH_TOOLS:-}" = 1 ] || command -v wrk >/dev/null || need+=(wrk)
 command -v chromium >/dev/null || need+=(chromium)   # the conformance suite's browser test
+command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || need+=(nginx)   # the fleet test's balancer
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive

@@ -3,8 +3,9 @@
  * Env EMBER_TLS_CERT + EMBER_TLS_KEY (PEM files): also listen with TLS on EMBER_TLS_PORT
  * (default 0); EMBER_ACCESS_LOG=<file> (EMBER_ACCESS_LOG_FORMAT=combined|json). SIGHUP
  * reloads the certificates and reopens the access log. /metrics is the engine's.
- * This file: setup and the request/response routes. Streaming (/sse, /stream, /upload)
- * is in ref_stream.c, WebSocket (/ws, /ws/chat) in ref_ws.c, the engine's front (static
+ * This file: setup and the request/response routes. /slow's timer is in ref_slow.c, the
+ * load-balancer options and the drain on SIGTERM in ref_fleet.c. Streaming (/sse, /stream,
+ * /upload) is in ref_stream.c, WebSocket (/ws, /ws/chat) in ref_ws.c, the engine's front (static
  * files, compression, /cached, CORS on /api, filters) in ref_front.c. */
 #define _POSIX_C_SOURCE 200809L
 
@@ -227,149 +228,6 @@ static void on_inspect(void *ud, ember_request req, const ember_request_info *in
     respond_buf(req, &b);
 }
 
-/* ---- /slow: answered later by one timer thread of our own ----
- * One thread and a queue ordered by due time, not a thread per request: 10,000 pending
- * /slow requests (a hostile-client test) then cost a few MB, not 10,000 thread stacks. */
-
-#define SLOW_MAX_MS 600000UL
-
-typedef struct slow_job {
-    ember_request req;
-    unsigned long ms;
-    struct timespec due;
-    struct slow_job *next;
-} slow_job;
-
-#ifdef _WIN32
-#define SLOW_CLOCK CLOCK_REALTIME /* winpthreads' condition variables time by the wall clock */
-#else
-#define SLOW_CLOCK CLOCK_MONOTONIC
-#endif
-
-static pthread_mutex_t slow_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t slow_cond; /* timed by SLOW_CLOCK, set up in slow_start */
-static slow_job *slow_queue;     /* sorted by due, earliest first */
-static slow_job *slow_tail;
-static int slow_quit;
-static pthread_t slow_timer;
-
-static int ts_before(struct timespec a, struct timespec b) {
-    return a.tv_sec < b.tv_sec || (a.tv_sec == b.tv_sec && a.tv_nsec < b.tv_nsec);
-}
-
-/* Returns 1 and sets *ms when the raw query has ms=<decimal> within range. */
-static int query_ms(ember_str q, unsigned long *ms) {
-    size_t i = 0;
-    while (i < q.len) {
-        size_t end = i;
-        while (end < q.len && q.ptr[end] != '&') end++;
-        if (end - i > 3 && memcmp(q.ptr + i, "ms=", 3) == 0) {
-            unsigned long v = 0;
-            size_t d;
-            for (d = i + 3; d < end; d++) {
-                if (q.ptr[d] < '0' || q.ptr[d] > '9') return 0;
-                v = v * 10 + (unsigned long)(q.ptr[d] - '0');
-                if (v > SLOW_MAX_MS) return 0;
-            }
-            *ms = v;
-            return 1;
-        }
-        i = end + 1;
-    }
-    return 0;
-}
-
-static void slow_answer(slow_job *job) {
-    char body[64];
-    int n = snprintf(body, sizeof body, "{\"slept_ms\": %lu}", job->ms);
-    ember_result rc = ember_request_respond(job->req, 200, JSON_TYPE, strlen(JSON_TYPE), body, (size_t)n);
-    /* The handler timeout (503) or a departed client may have ended the request
-     * first; that is expected here, not an error of ours. */
-    if (rc != EMBER_OK && rc != EMBER_ERR_TIMED_OUT && rc != EMBER_ERR_CLIENT_GONE)
-        ref_log_failure("respond /slow", rc);
-    free(job);
-}
-
-static void *slow_thread(void *arg) {
-    (void)arg;
-    pthread_mutex_lock(&slow_lock);
-    while (!slow_quit) {
-        struct timespec now;
-        clock_gettime(SLOW_CLOCK, &now);
-        if (slow_queue && !ts_before(now, slow_queue->due)) {
-            slow_job *job = slow_queue;
-            slow_queue = job->next;
-            if (!slow_queue) slow_tail = NULL;
-            /* Answered outside the lock: the handler thread queueing the next job
-             * must not wait for the engine. */
-            pthread_mutex_unlock(&slow_lock);
-            slow_answer(job);
-            pthread_mutex_lock(&slow_lock);
-        } else if (slow_queue) {
-            pthread_cond_timedwait(&slow_cond, &slow_lock, &slow_queue->due);
-        } else {
-            pthread_cond_wait(&slow_cond, &slow_lock);
-        }
-    }
-    pthread_mutex_unlock(&slow_lock);
-    return NULL;
-}
-
-static int slow_start(void) {
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-#ifndef _WIN32
-    pthread_condattr_setclock(&ca, SLOW_CLOCK);
-#endif
-    pthread_cond_init(&slow_cond, &ca);
-    pthread_condattr_destroy(&ca);
-    return pthread_create(&slow_timer, NULL, slow_thread, NULL);
-}
-
-/* After the server was freed (which freed every request): the thread ends and what is
- * still queued is dropped. */
-static void slow_finish(void) {
-    slow_job *job;
-    pthread_mutex_lock(&slow_lock);
-    slow_quit = 1;
-    pthread_cond_signal(&slow_cond);
-    pthread_mutex_unlock(&slow_lock);
-    pthread_join(slow_timer, NULL);
-    while ((job = slow_queue) != NULL) {
-        slow_queue = job->next;
-        free(job);
-    }
-}
-
-static void on_slow(void *ud, ember_request req, const ember_request_info *info) {
-    static const char bad[] = "{\"error\": \"expected ms=0..600000\"}";
-    slow_job *job, **at;
-    (void)ud;
-    job = malloc(sizeof *job);
-    if (!job) { respond(req, 500, JSON_TYPE, OOM, sizeof OOM - 1); return; }
-    job->req = req; /* the info views die with the request; the id is all we keep */
-    if (!query_ms(info->query, &job->ms)) {
-        free(job);
-        respond(req, 400, JSON_TYPE, bad, sizeof bad - 1);
-        return;
-    }
-    clock_gettime(SLOW_CLOCK, &job->due);
-    job->due.tv_sec += (time_t)(job->ms / 1000);
-    job->due.tv_nsec += (long)(job->ms % 1000) * 1000000L;
-    if (job->due.tv_nsec >= 1000000000L) { job->due.tv_sec++; job->due.tv_nsec -= 1000000000L; }
-    pthread_mutex_lock(&slow_lock);
-    /* Jobs mostly come in due order (one delay for many requests): append at the
-     * tail, else walk to the place. */
-    if (slow_tail && !ts_before(job->due, slow_tail->due)) at = &slow_tail->next;
-    else at = &slow_queue;
-    while (*at && !ts_before(job->due, (*at)->due)) at = &(*at)->next;
-    job->next = *at;
-    *at = job;
-    if (!job->next) slow_tail = job;
-    if (slow_queue == job) pthread_cond_signal(&slow_cond);
-    pthread_mutex_unlock(&slow_lock);
-}
-
 static void on_fail(void *ud, ember_request req, const ember_request_info *info) {
     static const char body[] = "{\"error\": \"this handler always fails\"}";
     (void)ud;
@@ -394,49 +252,6 @@ static int parse_uint(const char *s, unsigned long max, unsigned long *out) {
     errno = 0;
     *out = strtoul(s, &end, 10);
     return errno == 0 && *end == '\0' && *out <= max;
-}
-
-/* ---- behind a load balancer (tests/REFERENCE_APP.md: EMBER_HEALTH_PATH,
- * EMBER_TRUSTED_PROXIES, EMBER_DRAIN_MS) ---- */
-
-static ember_result fleet_options(ember_server *server) {
-    const char *health = getenv("EMBER_HEALTH_PATH");
-    const char *trusted = getenv("EMBER_TRUSTED_PROXIES");
-    ember_result rc;
-    if (health && *health && (rc = ember_server_set_health_path(server, health)) != EMBER_OK) return rc;
-    while (trusted && *trusted) {
-        char cidr[64];
-        size_t n = strcspn(trusted, ",");
-        if (n > 0 && n < sizeof cidr) {
-            memcpy(cidr, trusted, n);
-            cidr[n] = '\0';
-            if ((rc = ember_server_add_trusted_proxy(server, cidr)) != EMBER_OK) return rc;
-        }
-        trusted += n + (trusted[n] == ',');
-    }
-    return EMBER_OK;
-}
-
-/* On SIGTERM a fleet member first drains: health answers 503 and every answer closes its
- * connection, while it goes on serving, so the balancer moves away before the stop. */
-static void drain_for(ember_server *server) {
-    unsigned long ms = 0;
-    const char *env = getenv("EMBER_DRAIN_MS");
-    ember_result rc;
-    if (!env || !parse_uint(env, 600000, &ms) || ms == 0) return;
-    rc = ember_server_drain(server);
-    if (rc != EMBER_OK) { ref_log_failure("drain", rc); return; }
-    fprintf(stderr, "ember_ref: draining for %lu ms\n", ms);
-#ifdef _WIN32
-    Sleep((DWORD)ms);
-#else
-    {
-        struct timespec left;
-        left.tv_sec = (time_t)(ms / 1000);
-        left.tv_nsec = (long)(ms % 1000) * 1000000L;
-        while (nanosleep(&left, &left) != 0 && errno == EINTR) {}
-    }
-#endif
 }
 
 /* The optional parts of the contract: a TLS listener (listener 1) from EMBER_TLS_CERT and
@@ -478,7 +293,7 @@ int main(int argc, char **argv) {
     sigset_t stop_signals;
 #endif
     unsigned long port = 8080, workers = 0;
-    int32_t dispatch = EMBER_DISPATCH_POOL;
+    int32_t dispatch = EMBER_DISPATCH_AUTO; /* the engine's default: fast and blocking-safe */
     const char *env;
     char addr[32];
     uint16_t bound = 0;
@@ -492,8 +307,8 @@ int main(int argc, char **argv) {
     }
     env = getenv("EMBER_DISPATCH");
     if (env && strcmp(env, "inline") == 0) dispatch = EMBER_DISPATCH_INLINE;
-    else if (env && strcmp(env, "auto") == 0) dispatch = EMBER_DISPATCH_AUTO;
-    else if (env && strcmp(env, "pool") != 0) { fprintf(stderr, "EMBER_DISPATCH must be inline, pool or auto\n"); return 2; }
+    else if (env && strcmp(env, "pool") == 0) dispatch = EMBER_DISPATCH_POOL;
+    else if (env && strcmp(env, "auto") != 0) { fprintf(stderr, "EMBER_DISPATCH must be inline, pool or auto\n"); return 2; }
     env = getenv("EMBER_WORKERS");
     if (env && !parse_uint(env, 1024, &workers)) { fprintf(stderr, "EMBER_WORKERS must be 0..1024\n"); return 2; }
 
@@ -533,15 +348,15 @@ int main(int argc, char **argv) {
     TRY("route /users", ember_server_route(server, "GET", "/users/{id}", on_user, NULL, NULL));
     TRY("route /echo", ember_server_route(server, "POST", "/echo", on_echo, NULL, NULL));
     TRY("route /inspect", ember_server_route(server, "GET", "/inspect", on_inspect, NULL, NULL));
-    TRY("route /slow", ember_server_route(server, "GET", "/slow", on_slow, NULL, NULL));
+    TRY("route /slow", ember_server_route(server, "GET", "/slow", ref_on_slow, NULL, NULL));
     TRY("route /fail", ember_server_route(server, "GET", "/fail", on_fail, NULL, NULL));
     TRY("static files, compression, cache, CORS, filters", ref_add_front(server));
     TRY("streaming routes", ref_add_stream_routes(server));
     TRY("WebSocket routes", ref_add_ws_routes(server));
     tls = setup_extras(server, &rc);
     TRY("tls, access log or metrics", rc);
-    TRY("fleet options", fleet_options(server));
-    if (slow_start() != 0) { fprintf(stderr, "ember_ref: cannot start the /slow timer thread\n"); ember_server_free(server); return 1; }
+    TRY("fleet options", ref_fleet_options(server));
+    if (ref_slow_start() != 0) { fprintf(stderr, "ember_ref: cannot start the /slow timer thread\n"); ember_server_free(server); return 1; }
     TRY("start", ember_server_start(server));
     TRY("port", ember_server_port(server, 0, &bound));
 
@@ -568,11 +383,15 @@ int main(int argc, char **argv) {
     }
     fprintf(stderr, "ember_ref: signal %d, stopping\n", sig);
 #endif
-    drain_for(server);
+#ifdef _WIN32
+    ref_drain(server, NULL);
+#else
+    ref_drain(server, &stop_signals);
+#endif
     rc = ember_server_stop(server, 5000);
     if (rc != EMBER_OK) ref_log_failure("stop", rc); /* free below still force-closes */
     rc = ember_server_free(server);
     if (rc != EMBER_OK) { ref_log_failure("free", rc); return 1; }
-    slow_finish();
+    ref_slow_finish();
     return 0;
 }

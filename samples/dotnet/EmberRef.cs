@@ -1,7 +1,7 @@
 // The Ember reference app for .NET (contract: tests/REFERENCE_APP.md). This file: setup and the
 // request/response routes; the streaming and WebSocket routes are in EmberRefStreaming.cs.
 // Usage: mono EmberRef.exe [port]   (default 8080; 0 picks a free port and prints it)
-// Env: EMBER_DISPATCH=inline|pool|auto (default pool), EMBER_WORKERS=N (default 0 = cores).
+// Env: EMBER_DISPATCH=auto|inline|pool (default auto), EMBER_WORKERS=N (default 0 = cores).
 // Stops gracefully on SIGTERM / SIGINT (Ctrl+C) with exit code 0.
 // Env EMBER_TLS_CERT + EMBER_TLS_KEY (PEM files): also listen with TLS on EMBER_TLS_PORT (default 0);
 // EMBER_ACCESS_LOG=<file> (EMBER_ACCESS_LOG_FORMAT=combined|json). /metrics is the engine's.
@@ -50,8 +50,8 @@ static partial class EmberRef
         };
         string dispatch = Environment.GetEnvironmentVariable("EMBER_DISPATCH");
         if (dispatch == "inline") options.Dispatch = EmberDispatch.Inline;
-        else if (dispatch == "auto") options.Dispatch = EmberDispatch.Auto;
-        else if (dispatch != null && dispatch != "pool")
+        else if (dispatch == "pool") options.Dispatch = EmberDispatch.Pool;
+        else if (dispatch != null && dispatch != "auto")
         {
             Console.Error.WriteLine("EMBER_DISPATCH must be inline, pool or auto");
             return 2;
@@ -64,9 +64,23 @@ static partial class EmberRef
             options.Workers = w;
         }
 
+        // Behind a load balancer (tests/REFERENCE_APP.md): the engine's health path, the
+        // proxies allowed to name the client, and how long to drain on SIGTERM.
+        options.HealthPath = NonEmpty(Environment.GetEnvironmentVariable("EMBER_HEALTH_PATH"));
+        foreach (string cidr in (Environment.GetEnvironmentVariable("EMBER_TRUSTED_PROXIES") ?? "").Split(','))
+            if (cidr.Length > 0) options.TrustedProxies.Add(cidr);
+        int drainMs = 0, refuseMs = 0;
+        string drain = Environment.GetEnvironmentVariable("EMBER_DRAIN_MS");
+        string refuse = Environment.GetEnvironmentVariable("EMBER_REFUSE_MS");
+        if ((drain != null && !TryParse(drain, 600000, out drainMs)) || (refuse != null && !TryParse(refuse, 600000, out refuseMs)))
+        {
+            Console.Error.WriteLine("EMBER_DRAIN_MS and EMBER_REFUSE_MS must be 0..600000");
+            return 2;
+        }
+
         // Signal handlers go in before the port is announced: a SIGTERM right after the
         // "listening" line must already stop us gracefully.
-        Func<string> waitForStop = InstallStopSignals();
+        var stopSignals = new EmberStopSignals();
         using (var server = new EmberServer(options))
         {
             server.Log += (s, e) => Console.Error.WriteLine("ember [" + e.Level.ToString().ToLowerInvariant() + "] " + e.Message);
@@ -95,9 +109,11 @@ static partial class EmberRef
                 catch (Exception e) { Console.Error.WriteLine("EmberRef: SIGHUP: " + e.Message); }
             });
 
-            string why = waitForStop();
-            Console.Error.WriteLine("EmberRef: " + why + ", stopping");
-            server.Stop(TimeSpan.FromSeconds(5));
+            // SIGTERM: drain for EMBER_DRAIN_MS, refuse new connections for EMBER_REFUSE_MS (each
+            // if set), then stop with 5 s for what is in flight.
+            string why = server.RunUntilSignal(stopSignals, TimeSpan.FromMilliseconds(drainMs),
+                TimeSpan.FromMilliseconds(refuseMs), TimeSpan.FromSeconds(5));
+            Console.Error.WriteLine("EmberRef: " + why + ", stopped");
         }
         return 0;
     }
@@ -294,40 +310,5 @@ static partial class EmberRef
             }
         }
         return sb.Append('"').ToString();
-    }
-
-    /// <summary>
-    /// Catches SIGTERM and SIGINT from now on; the returned function blocks until one came.
-    /// Under Mono, Mono.Unix.UnixSignal (Mono.Posix) is used through reflection, so this file
-    /// also builds for .NET Framework on Windows, where Ctrl+C (Console.CancelKeyPress) stops.
-    /// </summary>
-    static Func<string> InstallStopSignals()
-    {
-        var stop = new ManualResetEvent(false);
-        string why = "stop requested";
-        const string posix = ", Mono.Posix, Version=4.0.0.0, Culture=neutral, PublicKeyToken=0738eb9f132ed756";
-        Type unixSignal = Type.GetType("Mono.Unix.UnixSignal" + posix, false);
-        Type signum = Type.GetType("Mono.Unix.Native.Signum" + posix, false);
-        if (unixSignal != null && signum != null)
-        {
-            Array signals = Array.CreateInstance(unixSignal, 2);
-            signals.SetValue(Activator.CreateInstance(unixSignal, Enum.Parse(signum, "SIGTERM")), 0);
-            signals.SetValue(Activator.CreateInstance(unixSignal, Enum.Parse(signum, "SIGINT")), 1);
-            MethodInfo waitAny = unixSignal.GetMethod("WaitAny", new[] { signals.GetType() });
-            var t = new Thread(() =>
-            {
-                int i = (int)waitAny.Invoke(null, new object[] { signals });
-                why = i == 0 ? "SIGTERM" : "SIGINT";
-                stop.Set();
-            });
-            t.IsBackground = true;
-            t.Start();
-        }
-        else
-        {
-            // .NET Framework on Windows: Ctrl+C / Ctrl+Break.
-            Console.CancelKeyPress += (s, e) => { e.Cancel = true; why = "Ctrl+C"; stop.Set(); };
-        }
-        return () => { stop.WaitOne(); return why; };
     }
 }

@@ -2,7 +2,7 @@
 
     python3 samples/python/ember_ref.py [port]      (default 8080; 0 = pick a free port)
 
-Env: EMBER_DISPATCH=inline|pool (default pool), EMBER_WORKERS=N (default 0 = cores).
+Env: EMBER_DISPATCH=auto|inline|pool (default auto), EMBER_WORKERS=N (default 0 = cores).
 EMBER_TLS_CERT + EMBER_TLS_KEY (PEM files): also listen with TLS on EMBER_TLS_PORT (default 0)
 and print a second line `listening on https://127.0.0.1:PORT`. EMBER_ACCESS_LOG=<file>
 (EMBER_ACCESS_LOG_FORMAT=combined|json). /metrics is the engine's. SIGHUP reloads the
@@ -41,7 +41,7 @@ def json_response(obj, status=200):
 
 def build_app() -> ember.Server:
     app = ember.Server(
-        dispatch=os.environ.get("EMBER_DISPATCH", "pool"),
+        dispatch=os.environ.get("EMBER_DISPATCH", "auto"),
         workers=int(os.environ.get("EMBER_WORKERS", "0") or 0),
         max_body_bytes=1048576,
         header_timeout=1.0,
@@ -53,6 +53,10 @@ def build_app() -> ember.Server:
         access_log=os.environ.get("EMBER_ACCESS_LOG") or None,
         access_log_format=os.environ.get("EMBER_ACCESS_LOG_FORMAT", "combined"),
         max_stream_body_bytes=4 << 30,
+        # Behind a load balancer (tests/REFERENCE_APP.md): the engine's health path and
+        # the proxies allowed to name the client.
+        health_path=os.environ.get("EMBER_HEALTH_PATH") or None,
+        trusted_proxies=[c for c in os.environ.get("EMBER_TRUSTED_PROXIES", "").split(",") if c],
     )
     if os.environ.get("EMBER_TLS_CERT") and os.environ.get("EMBER_TLS_KEY"):
         app.listen_tls(int(os.environ.get("EMBER_TLS_PORT", "0") or 0),
@@ -235,7 +239,10 @@ def main() -> int:
     try:
         # Until SIGINT / SIGTERM, then a graceful stop. The lines are printed from `ready`,
         # when the signal handlers are already installed.
-        app.run(port, ready=ready)
+        # On SIGTERM: drain EMBER_DRAIN_MS (health 503), then refuse new connections for
+        # EMBER_REFUSE_MS while open ones finish, then stop.
+        app.run(port, ready=ready, drain=int(os.environ.get("EMBER_DRAIN_MS", "0") or 0) / 1000,
+                refuse=int(os.environ.get("EMBER_REFUSE_MS", "0") or 0) / 1000)
     except ember.EmberError as e:
         print(f"ember_ref: {e}", file=sys.stderr)
         return 1

@@ -7,8 +7,9 @@ use super::types::ember_result;
 /// and `ember_server_stats` take the caller's struct size, `ember_server_listen_flags`,
 /// limits 8-11. 3: streamed answers and bodies, request events, WebSocket, limits 12-17,
 /// auto dispatch, health path and drain, trusted proxies and the PROXY protocol,
-/// `ember_request_info.scheme` and `.peer_addr`.
-pub const EMBER_ABI_VERSION: u32 = 3;
+/// `ember_request_info.scheme` and `.peer_addr`. 4: static files, compression, the output
+/// cache, CORS, filters, TLS, the access log, metrics, `ember_server_stop_accepting`.
+pub const EMBER_ABI_VERSION: u32 = 4;
 
 /// Success.
 pub const EMBER_OK: ember_result = 0;

@@ -112,7 +112,8 @@ fn thread_count(what: &str, n: u32) -> Result<usize> {
     Ok(n as usize)
 }
 
-/// `EMBER_DISPATCH_POOL` (default) or `EMBER_DISPATCH_INLINE`. Before start only.
+/// `EMBER_DISPATCH_AUTO` (default), `EMBER_DISPATCH_POOL` or `EMBER_DISPATCH_INLINE`. Before
+/// start only.
 #[no_mangle]
 pub unsafe extern "C" fn ember_server_set_dispatch(server: *mut ember_server, mode: i32) -> ember_result {
     guard(|| {
@@ -382,6 +383,17 @@ pub unsafe extern "C" fn ember_server_set_health_path(server: *mut ember_server,
 #[no_mangle]
 pub unsafe extern "C" fn ember_server_drain(server: *mut ember_server) -> ember_result {
     guard(|| get(server)?.drain())
+}
+
+/// Drains (as `ember_server_drain`) and stops accepting: the listening sockets close, so new
+/// connections are refused (connections the system had already completed are accepted
+/// first and served). Open connections are still served, each answer closing its
+/// connection, until `ember_server_stop`. For balancers without active health checks
+/// (nginx open source): a refused connection is retried on another server even for a POST,
+/// as nothing of it was sent. Idempotent; while running only.
+#[no_mangle]
+pub unsafe extern "C" fn ember_server_stop_accepting(server: *mut ember_server) -> ember_result {
+    guard(|| get(server)?.stop_accepting())
 }
 
 /// Graceful stop: stop accepting, let in-flight requests finish, close idle keep-alive

@@ -14,8 +14,11 @@ pub type ember_request = u64;
 /// A route handler. Called once per matching request with the request's handle and its
 /// fields (`info`: its views stay valid until your first answer call on `req`, whatever
 /// it returns, or until the server stops). Answer with `ember_request_respond` inside the call, or return and answer
-/// later from any thread (deferred). Runs on a pool thread (`EMBER_DISPATCH_POOL`) or on an
-/// I/O thread (`EMBER_DISPATCH_INLINE`, must not block). Must not unwind (no C++ throw).
+/// later from any thread (deferred). Runs on a pool thread (`EMBER_DISPATCH_POOL`), on an
+/// I/O thread (`EMBER_DISPATCH_INLINE`, must not block), or under `EMBER_DISPATCH_AUTO` (the
+/// default) on the I/O thread while a spare one stays free, else on the pool (blocking is
+/// safe; blocking waits on its own request return `EMBER_ERR_STATE` inline). Must not
+/// unwind (no C++ throw).
 pub type ember_handler_fn = Option<unsafe extern "C" fn(user_data: *mut c_void, req: ember_request, info: *const RequestInfo)>;
 
 /// Called exactly once, from any thread, when the engine no longer needs `user_data`.

@@ -3,7 +3,7 @@ stop it with SIGTERM at the end and require a clean exit (code 0 within 10 s).
 
 EMBER_APP is a command line (e.g. `samples/c/ember_ref`, `python3 samples/python/ember_ref.py`);
 the suite appends the port argument `0`. Relative paths are resolved from the repository root.
-EMBER_DISPATCH (inline | pool) and EMBER_WORKERS pass through to the app unchanged.
+EMBER_DISPATCH (auto | inline | pool) and EMBER_WORKERS pass through to the app unchanged.
 
 If the app dies during a test, that test fails (with the app's output) and the app is restarted
 so that the remaining tests still report their own results.
@@ -33,7 +33,7 @@ if _soft != resource.RLIM_INFINITY and _soft < _want:
 
 def pytest_report_header(config):
     header = "EMBER_APP=%r EMBER_DISPATCH=%r" % (
-        os.environ.get("EMBER_APP"), os.environ.get("EMBER_DISPATCH", "(app default: pool)"))
+        os.environ.get("EMBER_APP"), os.environ.get("EMBER_DISPATCH", "(app default: auto)"))
     if os.environ.get("EMBER_CONFORMANCE_WS_CONNECTIONS"):
         header += "\nEMBER_CONFORMANCE_WS_CONNECTIONS=%s (instead of 1000)" % os.environ["EMBER_CONFORMANCE_WS_CONNECTIONS"]
     if os.environ.get("EMBER_CONFORMANCE_RSS") == "off":

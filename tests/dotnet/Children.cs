@@ -17,7 +17,9 @@ namespace EmberTests
             {
                 case "exit-running": return ExitRunning();
                 case "exit-inflight": return ExitInFlight();
-                case "exit-from-handler": return ExitFromHandler();
+                case "exit-from-handler-auto": return ExitFromHandler(EmberDispatch.Auto);
+                case "exit-from-handler-pool": return ExitFromHandler(EmberDispatch.Pool);
+                case "exit-from-handler-inline": return ExitFromHandler(EmberDispatch.Inline);
                 case "exit-inflight-inline": return ExitInFlightInline();
                 case "exit-blocked-pool": return ExitBlocked(EmberDispatch.Pool);
                 case "exit-blocked-inline": return ExitBlocked(EmberDispatch.Inline);
@@ -85,9 +87,9 @@ namespace EmberTests
         }
 
         /// <summary>Environment.Exit called from inside a handler on an engine thread.</summary>
-        static int ExitFromHandler()
+        static int ExitFromHandler(EmberDispatch dispatch)
         {
-            var s = new EmberServer();
+            var s = new EmberServer(new EmberOptions { Dispatch = dispatch });
             s.MapGet("/exit", ctx => { Environment.Exit(0); });
             int port = s.Start(0);
             try { Http.Get(port, "/exit"); } catch { }

@@ -127,7 +127,7 @@ namespace EmberTests
             Exception seen = null;
             int errors = 0;
             long written = 0;
-            using (var s = new EmberServer(new EmberOptions { StreamQueueBytes = 64 * 1024 }))
+            using (var s = new EmberServer(new EmberOptions { Dispatch = EmberDispatch.Pool, StreamQueueBytes = 64 * 1024 }))
             {
                 s.Error += (o, e) => Interlocked.Increment(ref errors);
                 var done = new ManualResetEventSlim();

@@ -20,7 +20,7 @@ class Served:
         self.url = "http://127.0.0.1:%d" % port
 
 
-@pytest.fixture(params=["pool", "inline"])
+@pytest.fixture(params=["auto", "pool", "inline"])
 def dispatch(request):
     return request.param
 

@@ -63,7 +63,7 @@ async def scope_echo(scope, receive, send):
     await _text(send, json.dumps(out).encode())
 
 
-@pytest.mark.parametrize("dispatch", ["inline", "pool"])
+@pytest.mark.parametrize("dispatch", ["auto", "inline", "pool"])
 def test_http_scope_has_every_field_of_the_spec(asgi, dispatch):
     url = asgi(scope_echo, dispatch=dispatch)
     port = int(url.rsplit(":", 1)[1])
@@ -150,7 +150,7 @@ def test_receive_after_the_response_reports_disconnect(asgi):
     assert seen == [False, "http.disconnect", "http.disconnect"]
 
 
-@pytest.mark.parametrize("dispatch", ["inline", "pool"])
+@pytest.mark.parametrize("dispatch", ["auto", "inline", "pool"])
 def test_failing_apps_answer_500_and_the_server_keeps_serving(asgi, dispatch, caplog):
     async def app(scope, receive, send):
         if scope["type"] != "http":
@@ -195,7 +195,7 @@ def test_failing_apps_answer_500_and_the_server_keeps_serving(asgi, dispatch, ca
     assert "line break" in text
 
 
-@pytest.mark.parametrize("dispatch", ["inline", "pool"])
+@pytest.mark.parametrize("dispatch", ["auto", "inline", "pool"])
 def test_waiting_requests_do_not_hold_engine_threads(asgi, dispatch):
     async def app(scope, receive, send):
         if scope["type"] != "http":
@@ -346,7 +346,7 @@ def test_an_app_may_stop_its_own_server_from_a_request():
     assert server.server.wait(5)
 
 
-@pytest.mark.parametrize("dispatch,workers", [("inline", 2), ("pool", 2)])
+@pytest.mark.parametrize("dispatch,workers", [("auto", 2), ("inline", 2), ("pool", 2)])
 def test_mixed_fast_and_waiting_requests_from_many_threads_all_get_their_own_answer(asgi, dispatch, workers):
     var = contextvars.ContextVar("request_id", default=None)
 
@@ -435,7 +435,7 @@ def test_more_body_chunks_stream_with_backpressure_and_disconnect_is_reported(as
     assert seen.get("disconnect") == "http.disconnect"
 
 
-@pytest.mark.parametrize("dispatch", ["inline", "pool"])
+@pytest.mark.parametrize("dispatch", ["auto", "inline", "pool"])
 def test_request_bodies_stream_into_receive_beyond_the_buffered_limit(asgi, dispatch):
     async def app(scope, receive, send):
         if scope["type"] != "http":

@@ -79,7 +79,7 @@ class EchoApp:
                 await send({"type": "websocket.send", "bytes": message["bytes"]})
 
 
-@pytest.fixture(params=["inline", "pool"])
+@pytest.fixture(params=["auto", "inline", "pool"])
 def served(request):
     app = EchoApp()
     server = ASGIServer(app, port=0, dispatch=request.param, root_path="/r")

@@ -94,7 +94,8 @@ def test_auto_interface_serves_and_sigterm_stops_cleanly(appdir, spec, kind):
     assert r.wait_listening()["kind"] == kind
     code, err = r.stop()
     assert code == 0, err
-    assert re.search(r"listening on http://127\.0\.0\.1:%d \(%s" % (r.port, kind.upper()), err), err
+    # auto dispatch is the default for both interfaces
+    assert re.search(r"listening on http://127\.0\.0\.1:%d \(%s, auto dispatch" % (r.port, kind.upper()), err), err
     assert "stopped" in err
 
 

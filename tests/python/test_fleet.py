@@ -66,3 +66,29 @@ def test_forwarded_for_is_believed_only_from_a_trusted_proxy():
             assert body["remote_addr"].rsplit(":", 1)[0] == want, (trusted, body)
         finally:
             app.stop()
+
+
+def test_stop_accepting_refuses_new_connections_and_serves_open_ones():
+    app = _app(health_path="/healthz")
+    port = app.start()
+    try:
+        kept = socket.create_connection(("127.0.0.1", port), timeout=5)
+        kept.sendall(b"GET /who HTTP/1.1\r\nHost: t\r\n\r\n")
+        assert kept.recv(65536).startswith(b"HTTP/1.1 200")
+        app.stop_accepting()
+        app.stop_accepting()  # idempotent
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=5)
+        # The open connection is still served, and closed after its answer (draining).
+        kept.sendall(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+        out = b""
+        while True:
+            chunk = kept.recv(65536)
+            if not chunk:
+                break
+            out += chunk
+        assert out.startswith(b"HTTP/1.1 503") and b"connection: close" in out.lower(), out[:200]
+    finally:
+        app.stop()
+    with pytest.raises(RuntimeError):
+        app.stop_accepting()

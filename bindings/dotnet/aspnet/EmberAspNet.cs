@@ -1,6 +1,6 @@
 // EmberAspNet.exe: serves a classic ASP.NET application folder with Ember.
 //   mono EmberAspNet.exe --root ./site [--port 8080] [--vpath /] [--host 127.0.0.1]
-// Options (all optional but --root): --dispatch pool|inline, --workers N, --pool-threads N,
+// Options (all optional but --root): --dispatch auto|pool|inline, --workers N, --pool-threads N,
 // --max-body BYTES, --max-header-bytes N, --max-headers N, --header-timeout MS,
 // --idle-timeout MS, --handler-timeout MS, --warmup PATH (repeatable: fetched once before the
 // "listening" line, so the first client does not wait for ASP.NET to compile), --quiet,
@@ -27,7 +27,7 @@ using Ember.AspNet;
 static class EmberAspNetMain
 {
     const string Usage =
-        "usage: EmberAspNet.exe --root DIR [--port N] [--vpath /] [--host ADDR] [--dispatch pool|inline]\n" +
+        "usage: EmberAspNet.exe --root DIR [--port N] [--vpath /] [--host ADDR] [--dispatch auto|pool|inline]\n" +
         "       [--workers N] [--pool-threads N] [--max-body BYTES] [--max-header-bytes N] [--max-headers N]\n" +
         "       [--header-timeout MS] [--idle-timeout MS] [--handler-timeout MS] [--warmup PATH]... [--quiet]\n" +
         "       [--tls-cert FILE --tls-key FILE [--tls-port N]] [--access-log FILE [--access-log-format combined|json]]\n" +
@@ -88,7 +88,8 @@ static class EmberAspNetMain
             }
             if (root == null) throw new ArgumentException("--root is required");
             if (dispatch == "inline") o.Dispatch = EmberDispatch.Inline;
-            else if (dispatch != null && dispatch != "pool") throw new ArgumentException("--dispatch must be pool or inline");
+            else if (dispatch == "pool") o.Dispatch = EmberDispatch.Pool;
+            else if (dispatch != null && dispatch != "auto") throw new ArgumentException("--dispatch must be auto, pool or inline");
             if (workers != null) o.Workers = Int(workers, 0, 1024, "workers");
             if (!string.IsNullOrEmpty(accessLog)) o.AccessLogPath = accessLog;
             if (accessFormat == "json") o.AccessLogFormat = EmberAccessLogFormat.Json;

@@ -9,13 +9,15 @@ namespace Ember
         /// <summary>On the engine's I/O thread: fastest; the handler must not block
         /// (await instead of Thread.Sleep / .Result).</summary>
         Inline = 0,
-        /// <summary>On a bounded pool of long-lived engine threads (default): blocking is safe.</summary>
+        /// <summary>On a bounded pool of long-lived engine threads: blocking is safe, and every
+        /// request pays a thread hand-off.</summary>
         Pool = 1,
-        /// <summary>On the I/O thread while another I/O thread stays free, else on the pool: a
-        /// blocked handler holds only its own I/O thread, fast ones pay no hand-off. Blocking on
-        /// the handler's own streamed answer or body (Write / Read that must wait) throws there
-        /// as under Inline; use the async calls. The System.Web and OWIN adapters always get a
-        /// pool thread (EMBER_ROUTE_POOL), streamed-body routes too.</summary>
+        /// <summary>The default: on the I/O thread while another I/O thread stays free, else on the
+        /// pool: a blocked handler (Thread.Sleep, a database call) holds only its own connection,
+        /// fast ones pay no hand-off, so it runs at Inline's speed and is safe for blocking code.
+        /// Blocking on the handler's own streamed answer or body (Write / Read that must wait)
+        /// throws there as under Inline; use the async calls, or MapPooled. The System.Web and
+        /// OWIN adapters always get a pool thread (EMBER_ROUTE_POOL), streamed-body routes too.</summary>
         Auto = 2,
     }
 
@@ -39,7 +41,7 @@ namespace Ember
         public EmberOptions()
         {
             Host = "127.0.0.1";
-            Dispatch = EmberDispatch.Pool;
+            Dispatch = EmberDispatch.Auto;
             LogLevel = EmberLogLevel.Warn;
             ListenAddresses = new List<string>();
             TrustedProxies = new List<string>();
@@ -54,6 +56,7 @@ namespace Ember
         /// <see cref="EmberServer.Start()"/>.</summary>
         public IList<string> ListenAddresses { get; private set; }
 
+        /// <summary>Where handlers run; default <see cref="EmberDispatch.Auto"/>.</summary>
         public EmberDispatch Dispatch { get; set; }
 
         /// <summary>I/O threads; 0 = one per core.</summary>

@@ -100,6 +100,15 @@ namespace Ember
             return Add(method, pattern, null, handler, null, streamBody);
         }
 
+        /// <summary>Maps a sync handler that always runs on a pool thread, even under Auto dispatch
+        /// (EMBER_ROUTE_POOL): for one that blocks on its own streamed answer or body (a
+        /// <c>Write</c> into a full queue), which its connection's I/O thread must drain.</summary>
+        public EmberServer MapPooled(string method, string pattern, Action<EmberContext> handler)
+        {
+            if (handler == null) throw new ArgumentNullException("handler");
+            return Add(method, pattern, handler, null, null, false, true);
+        }
+
         public EmberServer MapPost(string pattern, Action<EmberContext> handler, bool streamBody) { return Map("POST", pattern, handler, streamBody); }
         public EmberServer MapPost(string pattern, Func<EmberContext, Task> handler, bool streamBody) { return Map("POST", pattern, handler, streamBody); }
         public EmberServer MapPut(string pattern, Action<EmberContext> handler, bool streamBody) { return Map("PUT", pattern, handler, streamBody); }
@@ -203,7 +212,7 @@ namespace Ember
         static readonly string[] s_bufferedMethods = { "GET", "DELETE", "OPTIONS" };
 
         EmberServer Add(string method, string pattern, Action<EmberContext> sync, Func<EmberContext, Task> async,
-            RawHandler raw = null, bool streamBody = false)
+            RawHandler raw = null, bool streamBody = false, bool pool = false)
         {
             if (pattern == null) throw new ArgumentNullException("pattern");
             if (method == "*") method = null;
@@ -211,7 +220,7 @@ namespace Ember
             {
                 CheckNotDisposed();
                 if (_running != null) throw new InvalidOperationException("Map routes before Start (or after Stop).");
-                _routes.Add(new RouteEntry { Method = method, Pattern = pattern, Sync = sync, Async = async, Raw = raw, StreamBody = streamBody });
+                _routes.Add(new RouteEntry { Method = method, Pattern = pattern, Sync = sync, Async = async, Raw = raw, StreamBody = streamBody, Pool = pool });
             }
             return this;
         }
@@ -343,6 +352,19 @@ namespace Ember
             lock (_gate) inst = _running;
             if (inst == null) throw new InvalidOperationException("Drain needs a running server.");
             Native.Check(NativeMethods.ember_server_drain(inst.Handle), "ember_server_drain");
+        }
+
+        /// <summary>
+        /// Drains and closes the listeners: new connections are refused (a balancer without active
+        /// health checks, like nginx open source, then retries elsewhere, even a POST); open ones
+        /// are still served, each answer closing its connection, until <see cref="Stop()"/>.
+        /// </summary>
+        public void StopAccepting()
+        {
+            NativeInstance inst;
+            lock (_gate) inst = _running;
+            if (inst == null) throw new InvalidOperationException("StopAccepting needs a running server.");
+            Native.Check(NativeMethods.ember_server_stop_accepting(inst.Handle), "ember_server_stop_accepting");
         }
 
         /// <summary>Stops gracefully, waiting up to 5 s for in-flight requests.</summary>

@@ -15,6 +15,7 @@ namespace Ember
         internal Func<EmberContext, Task> Async;
         internal RawHandler Raw;    // adapters (System.Web, OWIN): they answer by themselves
         internal bool StreamBody;   // EMBER_ROUTE_STREAM_BODY
+        internal bool Pool;         // EMBER_ROUTE_POOL (MapPooled)
         internal WebSocketRoute WebSocket;   // a WebSocket endpoint instead of a handler
     }
 
@@ -81,13 +82,13 @@ namespace Ember
                 var handlers = WsHandlers();
                 rc = NativeMethods.ember_server_websocket(Handle, Utf8.Z(r.Pattern), ref handlers, new IntPtr(i), ReleaseThunk);
             }
-            else if (r.StreamBody || r.Raw != null)
+            else if (r.StreamBody || r.Raw != null || r.Pool)
             {
                 // Adapters (System.Web, OWIN) may block on their own streamed answer (a flush
                 // waits for room the connection's I/O thread must make): under Auto dispatch
                 // they always get a pool thread.
                 uint flags = (r.StreamBody ? NativeMethods.EMBER_ROUTE_STREAM_BODY : 0u)
-                    | (r.Raw != null ? NativeMethods.EMBER_ROUTE_POOL : 0u);
+                    | (r.Raw != null || r.Pool ? NativeMethods.EMBER_ROUTE_POOL : 0u);
                 rc = NativeMethods.ember_server_route_flags(Handle, Utf8.Z(r.Method), Utf8.Z(r.Pattern),
                     flags, HandlerThunk, new IntPtr(i), ReleaseThunk);
             }

@@ -114,7 +114,7 @@ namespace Ember.Interop
 
         /// <summary>The ABI these declarations mirror (include/ember.h's EMBER_ABI_VERSION);
         /// NativeLoader refuses an engine of another version.</summary>
-        internal const uint EMBER_ABI_VERSION = 3;
+        internal const uint EMBER_ABI_VERSION = 4;
 
         internal const int EMBER_OK = 0;
         internal const int EMBER_DISPATCH_INLINE = 0;
@@ -199,6 +199,9 @@ namespace Ember.Interop
 
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern int ember_server_drain(EmberServerHandle server);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int ember_server_stop_accepting(EmberServerHandle server);
 
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern int ember_server_set_log(EmberServerHandle server, EmberLogFn log, IntPtr userData, int minLevel);

@@ -104,8 +104,11 @@ class AppServer:
         self._server.wait()
         self._shutdown(timeout)
 
-    def run(self, ready: Callable[[int], Any] | None = None, timeout: float = 5.0) -> None:
-        """Serves until SIGINT/SIGTERM (main thread) or ``stop()``, then stops gracefully.
+    def run(self, ready: Callable[[int], Any] | None = None, timeout: float = 5.0, drain: float = 0.0,
+            refuse: float = 0.0) -> None:
+        """Serves until SIGINT/SIGTERM (main thread) or ``stop()``, then stops gracefully
+        (after ``drain`` seconds of draining and ``refuse`` seconds refusing new connections
+        when a signal stopped it; see ``Server.run``).
         ``ready(port)`` is called once listening."""
         self._startup()
 
@@ -115,7 +118,8 @@ class AppServer:
                 ready(port)
 
         try:
-            self._server.run(self.port, self.host, timeout=timeout, ready=on_ready, reuse_port=self.reuse_port)
+            self._server.run(self.port, self.host, timeout=timeout, ready=on_ready, reuse_port=self.reuse_port,
+                             drain=drain, refuse=refuse)
         finally:
             self._shutdown(timeout)
 

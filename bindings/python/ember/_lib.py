@@ -47,6 +47,9 @@ ERR_TOO_LARGE = -15
 
 DISPATCH_INLINE = 0
 DISPATCH_POOL = 1
+DISPATCH_AUTO = 2
+#: ``Server(dispatch=...)`` names and the engine's numbers.
+DISPATCH_MODES = {"auto": DISPATCH_AUTO, "pool": DISPATCH_POOL, "inline": DISPATCH_INLINE}
 
 LIMIT_MAX_HEADER_BYTES = 1
 LIMIT_MAX_HEADERS = 2
@@ -115,7 +118,7 @@ def candidates() -> list[Path]:
 
 # The ABI these declarations mirror (include/ember.h's EMBER_ABI_VERSION). An engine of another
 # version is refused: its structs or functions may not be what this module declares.
-ABI_VERSION = 3
+ABI_VERSION = 4
 
 
 def _process_arch() -> str:
@@ -292,6 +295,7 @@ _PROTOTYPES = {
     "ember_server_set_health_path": (c_int32, [_server_p, c_char_p]),
     "ember_server_add_trusted_proxy": (c_int32, [_server_p, c_char_p]),
     "ember_server_drain": (c_int32, [_server_p]),
+    "ember_server_stop_accepting": (c_int32, [_server_p]),
     "ember_server_set_log": (c_int32, [_server_p, LOG_FN, c_size_t, c_int32]),
     "ember_server_set_thread_hooks": (c_int32, [_server_p, THREAD_FN, THREAD_FN, c_size_t]),
     "ember_server_route": (c_int32, [_server_p, c_char_p, c_char_p, HANDLER_FN, c_size_t, RELEASE_FN]),

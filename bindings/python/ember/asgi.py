@@ -138,17 +138,18 @@ class ASGIServer(AppServer):
     """Serves one ASGI 3 app.
 
     ``ASGIServer(app, host="127.0.0.1", port=8000, root_path="", lifespan="auto",
-    dispatch="inline", workers=0, pool_threads=0, reuse_port=False, **limits)``
+    dispatch="auto", workers=0, pool_threads=0, reuse_port=False, **limits)``
 
     ``lifespan``: ``"auto"`` (run it; an app that raises before answering startup does
     not support it), ``"on"`` (an error there stops the server), ``"off"``. ``dispatch``,
     ``workers`` (engine I/O threads) and the limits are ``ember.Server``'s. Requests start
-    on the engine's threads; ``inline`` (the default) suits ASGI apps, which must not
-    block anyway. ``start()`` / ``stop()`` / ``run()``.
+    on the engine's threads; ``auto`` (the default) runs them on the I/O thread like
+    ``inline`` (ASGI apps await rather than block), and a sync call that does block in
+    the app holds only its own connection. ``start()`` / ``stop()`` / ``run()``.
     """
 
     def __init__(self, app: ASGIApp, host: str = "127.0.0.1", port: int = 8000, *, root_path: str = "",
-                 lifespan: str = "auto", dispatch: str = "inline", workers: int = 0, pool_threads: int = 0,
+                 lifespan: str = "auto", dispatch: str = "auto", workers: int = 0, pool_threads: int = 0,
                  reuse_port: bool = False, access_log: bool = False, **limits: Any) -> None:
         if lifespan not in ("auto", "on", "off"):
             raise ValueError("ember: lifespan is 'auto', 'on' or 'off'")
@@ -159,8 +160,8 @@ class ASGIServer(AppServer):
         self._loop = BorrowableLoop()
         super().__init__(host, port, dispatch=dispatch, workers=workers, pool_threads=pool_threads,
                          reuse_port=reuse_port, access_log=access_log, loop=self._loop.loop, **limits)
-        # Inline dispatch runs on the I/O threads: never wait there for the baton.
-        self._block = dispatch != "inline"
+        # Inline and auto dispatch run on the I/O threads: never wait there for the baton.
+        self._block = dispatch == "pool"
         self._template = [self._scope_template(port)]
         self._lifespan: _Lifespan | None = None
         self._install(stream_bodies=True)

@@ -46,9 +46,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="auto (default): ASGI when the app's __call__ is async, else WSGI")
     p.add_argument("--workers", type=int, default=1,
                    help="processes sharing the port through SO_REUSEPORT (default 1: no fork)")
-    p.add_argument("--dispatch", choices=("inline", "pool"), default=None,
-                   help="where requests start: inline = on the I/O threads (default for ASGI), "
-                        "pool = on a thread pool (default for WSGI, whose apps block)")
+    p.add_argument("--dispatch", choices=("auto", "inline", "pool"), default="auto",
+                   help="where requests start: auto (default) = on the I/O threads while a spare one "
+                        "stays free, a blocking call holds only its own connection (WSGI apps always "
+                        "get the pool); inline = on the I/O threads, never block; pool = on a thread pool")
     p.add_argument("--io-threads", type=int, default=None,
                    help="engine I/O threads per process (default: one per core; 1 with --workers > 1)")
     p.add_argument("--pool-threads", type=int, default=0,
@@ -61,6 +62,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--access-log", action="store_true", help="one log line per request (logger ember.access)")
     p.add_argument("--timeout-graceful-shutdown", type=float, default=10.0, metavar="SECONDS",
                    help="how long in-flight requests may finish on SIGTERM (default 10)")
+    p.add_argument("--health-path", default=None, metavar="PATH",
+                   help="the engine answers GET PATH itself: 200, or 503 while draining (behind a load balancer)")
+    p.add_argument("--drain", type=float, default=0.0, metavar="SECONDS",
+                   help="on SIGTERM/SIGINT first drain for this long (health 503, answers close their "
+                        "connections, requests still served), then stop (default 0)")
+    p.add_argument("--refuse", type=float, default=0.0, metavar="SECONDS",
+                   help="then refuse new connections for this long while open ones finish, before "
+                        "the stop (behind nginx open source: more than its upstream keepalive_timeout)")
     p.add_argument("--max-body-size", type=int, default=None, metavar="BYTES",
                    help="larger request bodies get 413 (engine defaults: 1 GiB for streamed bodies, "
                         "16 MiB for the buffered ones of GET, HEAD, DELETE, OPTIONS)")
@@ -127,6 +136,8 @@ def _limits(args: argparse.Namespace) -> dict:
         limits["max_stream_body_bytes"] = args.max_body_size
     if args.handler_timeout is not None:
         limits["handler_timeout"] = args.handler_timeout
+    if args.health_path is not None:
+        limits["health_path"] = args.health_path
     return limits
 
 
@@ -136,9 +147,9 @@ def build_server(args: argparse.Namespace, app: Any, interface: str, port: int, 
                   reuse_port=reuse_port, access_log=args.access_log, **_limits(args))
     if interface == "asgi":
         from .asgi import ASGIServer
-        return ASGIServer(app, args.host, port, lifespan=args.lifespan, dispatch=args.dispatch or "inline", **common)
+        return ASGIServer(app, args.host, port, lifespan=args.lifespan, dispatch=args.dispatch, **common)
     from .wsgi import WSGIServer
-    return WSGIServer(app, args.host, port, dispatch=args.dispatch or "pool", multiprocess=args.workers > 1,
+    return WSGIServer(app, args.host, port, dispatch=args.dispatch, multiprocess=args.workers > 1,
                       **common)
 
 
@@ -171,7 +182,7 @@ def serve_one(args: argparse.Namespace, port: int, reuse_port: bool = False,
                      _url_host(args.host), bound, interface.upper(), server.server.dispatch)
 
     try:
-        server.run(ready=on_ready, timeout=args.timeout_graceful_shutdown)
+        server.run(ready=on_ready, timeout=args.timeout_graceful_shutdown, drain=args.drain, refuse=args.refuse)
     except LifespanFailure as e:
         log.error("%s", e)
         return EXIT_STARTUP_FAILED

@@ -10,7 +10,7 @@ catch on its own:
 - ``WriteTimeout`` / ``ReadTimeout``: a blocking write or read waited the ``timeout`` it
   was given; the request is still alive.
 - ``WouldBlock``: a write found the queue full on an engine I/O thread (inline
-  dispatch), where waiting would stall every connection of that thread.
+  dispatch, or auto running the handler inline), where the wait could never end.
 - ``BodyTooLarge`` / ``BodyTooSlow``: a streamed request body passed the limit or came
   too slowly; the engine has answered 413 / 408 itself.
 - ``WebSocketClosed``: the WebSocket connection is closed; ``code`` and ``reason`` say how.
@@ -50,9 +50,10 @@ class ReadTimeout(EmberError, TimeoutError):
 
 
 class WouldBlock(EmberError, BlockingIOError):
-    """A write found the queue full on an engine I/O thread (inline dispatch), where a
-    blocking wait would stall the thread's other connections. Return a generator or use
-    an ``async def`` handler there; they wait for the engine's writable notice instead."""
+    """A write found the queue full on an engine I/O thread (inline dispatch, or auto
+    running the handler inline), where a blocking wait would stall the connection that
+    must drain it. Return a generator or use an ``async def`` handler there (they wait for
+    the engine's writable notice instead), or register the route with ``pool=True``."""
 
 
 class BodyTooLarge(EmberError):

@@ -14,14 +14,13 @@ import ctypes
 import inspect
 import logging
 import os
-import signal
 import sys
 import threading
 import time
 from ctypes import byref, c_uint16
 from typing import Any, Callable, Iterable, Union
 
-from . import _lib
+from . import _lib, _run
 from ._async import LoopRunner
 from ._front import FrontMixin
 from ._dispatch import engine_threads
@@ -91,12 +90,15 @@ _LIMIT_KEYS = {
 class Server(TlsMixin, FrontMixin):
     """An HTTP server running inside this process.
 
-    ``Server(workers=0, dispatch="pool", pool_threads=0, loop=None, **limits)``
+    ``Server(workers=0, dispatch="auto", pool_threads=0, loop=None, **limits)``
 
     - ``workers``: engine I/O threads (0 = one per core).
-    - ``dispatch``: ``"pool"`` (default) runs handlers on a bounded pool of engine
-      threads, so a blocking handler only holds its own thread; ``"inline"`` runs them
-      on the I/O threads (fastest; handlers must not block).
+    - ``dispatch``: ``"auto"`` (default): on the I/O thread while a spare one stays free,
+      else on the pool; a handler that blocks holds only its own connection (the engine
+      hands the other sockets to the spare thread after 2 ms), fast ones pay no thread
+      hand-off. Inline, ``ResponseStream.write`` into a full queue raises ``WouldBlock``:
+      ``pool=True`` routes (and ``stream_body`` ones) always run on the pool. ``"pool"``:
+      every handler on a bounded thread pool; ``"inline"``: on the I/O threads, never block.
     - ``pool_threads``: size of that pool (0 = engine default).
     - ``loop``: an asyncio loop (running in some thread) for ``async def`` handlers;
       by default the binding runs its own loop in a daemon thread.
@@ -116,7 +118,7 @@ class Server(TlsMixin, FrontMixin):
     be started again.
     """
 
-    def __init__(self, *, workers: int = 0, dispatch: str = "pool", pool_threads: int = 0,
+    def __init__(self, *, workers: int = 0, dispatch: str = "auto", pool_threads: int = 0,
                  loop: Any = None, health_path: str | None = None, trusted_proxies: Iterable[str] = (),
                  **limits: float | None) -> None:
         if health_path is not None and not health_path.startswith("/"):
@@ -126,8 +128,8 @@ class Server(TlsMixin, FrontMixin):
         # through Forwarded / X-Forwarded-For / X-Forwarded-Proto or the PROXY protocol.
         self.health_path = health_path
         self.trusted_proxies = [str(c) for c in trusted_proxies]
-        if dispatch not in ("pool", "inline"):
-            raise ValueError("ember: dispatch is 'pool' or 'inline'")
+        if dispatch not in _lib.DISPATCH_MODES:
+            raise ValueError("ember: dispatch is 'auto', 'pool' or 'inline'")
         self.workers = workers
         self.dispatch = dispatch
         self.pool_threads = pool_threads
@@ -153,15 +155,18 @@ class Server(TlsMixin, FrontMixin):
         self._port: int | None = None
 
     # -- routes ----------------------------------------------------------------------
-    def add_route(self, methods: Methods, path: str, handler: Handler, *, stream_body: bool = False) -> None:
+    def add_route(self, methods: Methods, path: str, handler: Handler, *, stream_body: bool = False,
+                  pool: bool = False) -> None:
         """Registers ``handler`` for ``path`` and each method (``None``/``"*"`` = any).
         ``stream_body``: the handler is called once the head is in and reads the body
-        from ``req.stream`` in pieces (see ``ember.body``)."""
+        from ``req.stream`` in pieces (see ``ember.body``). ``pool``: under auto dispatch
+        the handler always runs on a pool thread (EMBER_ROUTE_POOL), for one that waits on
+        its own streamed answer (``ResponseStream.write`` into a full queue)."""
         if not callable(handler):
             raise TypeError("ember: a handler must be callable")
         if not path.startswith("/"):
             raise ValueError(f"ember: a route pattern starts with '/': {path!r}")
-        flags = _lib.ROUTE_STREAM_BODY if stream_body else 0
+        flags = (_lib.ROUTE_STREAM_BODY if stream_body else 0) | (_lib.ROUTE_POOL if pool else 0)
         with self._lock:
             if self._native is not None:
                 raise RuntimeError("ember: add routes before start() (or after stop())")
@@ -215,27 +220,28 @@ class Server(TlsMixin, FrontMixin):
             for m in _methods(methods):
                 self._routes.append(_Route(m, path, fn, raw=True, flags=flags))
 
-    def route(self, methods: Methods, path: str, *, stream_body: bool = False) -> Callable[[Handler], Handler]:
+    def route(self, methods: Methods, path: str, *, stream_body: bool = False,
+              pool: bool = False) -> Callable[[Handler], Handler]:
         """Decorator: ``@app.route(["GET", "HEAD"], "/x")``."""
         def register(fn: Handler) -> Handler:
-            self.add_route(methods, path, fn, stream_body=stream_body)
+            self.add_route(methods, path, fn, stream_body=stream_body, pool=pool)
             return fn
         return register
 
-    def get(self, path: str) -> Callable[[Handler], Handler]:
-        return self.route("GET", path)
+    def get(self, path: str, *, pool: bool = False) -> Callable[[Handler], Handler]:
+        return self.route("GET", path, pool=pool)
 
-    def post(self, path: str, *, stream_body: bool = False) -> Callable[[Handler], Handler]:
-        return self.route("POST", path, stream_body=stream_body)
+    def post(self, path: str, *, stream_body: bool = False, pool: bool = False) -> Callable[[Handler], Handler]:
+        return self.route("POST", path, stream_body=stream_body, pool=pool)
 
-    def put(self, path: str, *, stream_body: bool = False) -> Callable[[Handler], Handler]:
-        return self.route("PUT", path, stream_body=stream_body)
+    def put(self, path: str, *, stream_body: bool = False, pool: bool = False) -> Callable[[Handler], Handler]:
+        return self.route("PUT", path, stream_body=stream_body, pool=pool)
 
-    def delete(self, path: str) -> Callable[[Handler], Handler]:
-        return self.route("DELETE", path)
+    def delete(self, path: str, *, pool: bool = False) -> Callable[[Handler], Handler]:
+        return self.route("DELETE", path, pool=pool)
 
-    def patch(self, path: str, *, stream_body: bool = False) -> Callable[[Handler], Handler]:
-        return self.route("PATCH", path, stream_body=stream_body)
+    def patch(self, path: str, *, stream_body: bool = False, pool: bool = False) -> Callable[[Handler], Handler]:
+        return self.route("PATCH", path, stream_body=stream_body, pool=pool)
 
     # -- lifecycle -------------------------------------------------------------------
     @property
@@ -257,9 +263,8 @@ class Server(TlsMixin, FrontMixin):
             runner = LoopRunner(self._loop)
             native = _Native(runner, inline=self.dispatch == "inline")
             try:
-                native.configure(self.workers,
-                                 _lib.DISPATCH_INLINE if self.dispatch == "inline" else _lib.DISPATCH_POOL,
-                                 self.pool_threads, self._limits)
+                native.configure(self.workers, _lib.DISPATCH_MODES[self.dispatch], self.pool_threads,
+                                 self._limits)
                 for r in self._routes:
                     native.add_route(r)
                 for endpoint in self._websockets:
@@ -304,6 +309,15 @@ class Server(TlsMixin, FrontMixin):
         if native is None:
             raise RuntimeError("ember: drain() needs a running server")
         check(L.ember_server_drain(native.ptr), "ember_server_drain")
+
+    def stop_accepting(self) -> None:
+        """Drains and closes the listeners: new connections are refused (a balancer without
+        active health checks, like nginx open source, then retries elsewhere, even a POST),
+        open ones are still served, each answer closing its connection, until ``stop()``."""
+        native = self._native
+        if native is None:
+            raise RuntimeError("ember: stop_accepting() needs a running server")
+        check(L.ember_server_stop_accepting(native.ptr), "ember_server_stop_accepting")
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stops gracefully: no new connections, in-flight requests get up to ``timeout``
@@ -391,37 +405,22 @@ class Server(TlsMixin, FrontMixin):
                 time.sleep(0.01)
 
     def run(self, port: int = 8080, host: str = "127.0.0.1", timeout: float = 5.0,
-            ready: Callable[[int], Any] | None = None, reuse_port: bool = False) -> None:
+            ready: Callable[[int], Any] | None = None, reuse_port: bool = False,
+            drain: float = 0.0, refuse: float = 0.0) -> None:
         """Starts (unless running), blocks until SIGINT (Ctrl+C) or SIGTERM, then stops
         gracefully. ``ready(port)`` is called once listening, with the signal handlers
         already in place: a signal right after it (say, after printing the port) still
-        stops the server gracefully."""
-        stop_requested = threading.Event()
-        previous = {}
-        if threading.current_thread() is threading.main_thread():
-            def on_signal(signum: int, frame: Any) -> None:
-                stop_requested.set()
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                previous[sig] = signal.signal(sig, on_signal)
-        try:
-            if not self.running:
-                self.start(port, host, reuse_port)
-            if ready is not None:
-                ready(self._port)
-            # Short slices: Python runs signal handlers only between them.
-            while not stop_requested.is_set():
-                if self.wait(0.2):
-                    break
-        finally:
-            try:
-                self.stop(timeout)
-                if not self._inside_handler():
-                    self.wait()
-            finally:
-                # Restored only now: a second SIGTERM/SIGINT during the graceful drain
-                # must not meet the default action and kill the process.
-                for sig, handler in previous.items():
-                    signal.signal(sig, handler)
+        stops the server gracefully.
+
+        ``drain`` (seconds, 0 = none): behind a load balancer, a signal first starts
+        ``drain()`` (the health path answers 503, answers close their connections) and
+        keeps serving for that long, so the balancer moves away before the stop; a second
+        signal cuts the drain short. ``refuse`` (seconds, 0 = none): then ``stop_accepting()``
+        for that long: new connections are refused, open ones finish (behind nginx open
+        source, which has no active health checks, this is the phase that matters: use
+        ``drain=0, refuse=`` more than nginx's upstream ``keepalive_timeout``). Then
+        ``stop(timeout)`` gives in-flight requests up to ``timeout`` seconds."""
+        _run.until_signal(self, port, host, timeout, ready, reuse_port, drain, refuse)
 
     def stats(self) -> dict[str, int]:
         """Engine counters: requests, responses by class, connections, bytes."""

@@ -19,9 +19,9 @@ refused and waits, so memory per answer stays bounded whatever the client does.
 
    - in a sync handler (no running asyncio loop on this thread): a ``ResponseStream``.
      ``stream.write(data, timeout=None)`` blocks while the queue is full (in the engine's
-     ``ember_response_wait_writable``, without the GIL). On an I/O thread under inline
-     dispatch it never blocks: it raises ``WouldBlock`` instead (use a generator or an
-     async handler there). ``try_write(data)`` never blocks (False = full).
+     ``ember_response_wait_writable``, without the GIL). On an I/O thread (inline
+     dispatch, or auto running the handler inline) it never blocks: it raises
+     ``WouldBlock`` instead (use a generator, an async handler, or a ``pool=True`` route). ``try_write(data)`` never blocks (False = full).
    - in a coroutine: an ``AsyncResponseStream``; ``await stream.write(data)`` waits for
      the engine's writable notice on the loop.
 
@@ -202,8 +202,9 @@ class ResponseStream(_StreamBase):
                 raise WriteTimeout(rc, f"no room in the stream's queue within {timeout} s", "ResponseStream.write")
             if rc == _lib.ERR_STATE:
                 raise WouldBlock(rc, "the stream's queue is full and this is an engine I/O thread (inline "
-                                 "dispatch), which must not wait: return a generator or use an async "
-                                 "handler", "ResponseStream.write")
+                                 "dispatch, or auto running the handler inline), which must not wait: "
+                                 "return a generator, use an async handler, or register the route "
+                                 "with pool=True", "ResponseStream.write")
         if rc != _OK:
             raise self._failed(rc, "ResponseStream.write")
 

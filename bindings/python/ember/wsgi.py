@@ -10,7 +10,7 @@ Bodies:
   is streamed as it yields (``_stream_rest``: ``ember_response_begin`` / ``_write`` /
   ``_end``, waiting on this pool thread when the engine's queue is full), unless the app
   declared a Content-Length of at most ``_stream.COLLECT_MAX`` (collected, length kept).
-- request: with pool dispatch, POST, PUT, PATCH and other methods that carry bodies
+- request: with pool or auto dispatch, POST, PUT, PATCH and other methods that carry bodies
   come through a route with ``EMBER_ROUTE_STREAM_BODY``: the app starts once the head is
   in, and ``wsgi.input`` reads the body as it comes (``_RawBody`` over
   ``ember_request_read``, blocking the pool thread). GET, HEAD, DELETE, OPTIONS (and
@@ -267,17 +267,19 @@ def _stream_rest(handle: int, start: _StartResponse, chunks: list, rest: Iterato
 class WSGIServer(AppServer):
     """Serves one WSGI app on the engine's thread pool.
 
-    ``WSGIServer(app, host="127.0.0.1", port=8000, root_path="", dispatch="pool",
+    ``WSGIServer(app, host="127.0.0.1", port=8000, root_path="", dispatch="auto",
     workers=0, pool_threads=0, reuse_port=False, multiprocess=False, **limits)``
 
     ``root_path`` is the ``SCRIPT_NAME`` the app is mounted at (it is taken off the
     front of ``PATH_INFO``). ``pool_threads`` is how many requests run at once
-    (0 = engine default); ``dispatch="inline"`` runs the app on the I/O threads (only
-    for apps that never block). ``start()`` / ``stop()`` / ``run()``.
+    (0 = engine default). ``dispatch``: ``"auto"`` (default) and ``"pool"`` both run the
+    app on the pool (its routes are ``EMBER_ROUTE_POOL``: a WSGI app blocks on its own
+    streamed answer); ``"inline"`` runs it on the I/O threads (only for apps that never
+    block). ``start()`` / ``stop()`` / ``run()``.
     """
 
     def __init__(self, app: WSGIApp, host: str = "127.0.0.1", port: int = 8000, *, root_path: str = "",
-                 dispatch: str = "pool", workers: int = 0, pool_threads: int = 0, reuse_port: bool = False,
+                 dispatch: str = "auto", workers: int = 0, pool_threads: int = 0, reuse_port: bool = False,
                  multiprocess: bool = False, access_log: bool = False, **limits: Any) -> None:
         self.app = app
         self.root_path = root_path.rstrip("/")
@@ -287,8 +289,9 @@ class WSGIServer(AppServer):
                          reuse_port=reuse_port, access_log=access_log, **limits)
         self._template = [self._environ_template(port)]
         # Reading a streamed body and writing a streamed answer block, which only pool
-        # threads may do.
-        self._install(stream_bodies=dispatch == "pool", blocking=dispatch == "pool")
+        # threads may do: under auto dispatch the routes are EMBER_ROUTE_POOL, as the app
+        # may block on its own answer (the I/O thread that must drain it).
+        self._install(stream_bodies=dispatch != "inline", blocking=dispatch != "inline")
 
     def _environ_template(self, port: int) -> dict:
         return {
@@ -329,7 +332,7 @@ class WSGIServer(AppServer):
         logged = self.access_log
         # A streamed write waits for the client when the engine's queue is full: that
         # blocks, which only pool threads may do.
-        can_stream = self._server.dispatch == "pool"
+        can_stream = self._server.dispatch != "inline"
 
         def on_request(_ud: int, handle: int, info: int) -> None:
             environ = None

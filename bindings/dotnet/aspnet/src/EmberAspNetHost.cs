@@ -44,9 +44,10 @@ namespace Ember.AspNet
 
         /// <param name="physicalPath">The application folder (with web.config, bin/ ...).</param>
         /// <param name="virtualPath">Where it is mounted, "/" or e.g. "/shop".</param>
-        /// <param name="options">Engine options (limits, listen address ...). Dispatch is always
-        /// Pool: System.Web blocks the thread that runs a request (Inline is replaced, with a
-        /// warning in the Log).</param>
+        /// <param name="options">Engine options (limits, listen address ...). System.Web blocks
+        /// the thread that runs a request, so it always gets a pool thread: under Auto (the
+        /// default) its routes carry EMBER_ROUTE_POOL; Inline is replaced by Pool, with a warning
+        /// in the Log.</param>
         public EmberAspNetHost(string physicalPath, string virtualPath, EmberOptions options)
         {
             if (physicalPath == null) throw new ArgumentNullException("physicalPath");
