@@ -25,6 +25,21 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
 
 
+def inherit_autogroup_nice(pid: int) -> None:
+    """Gives a target's session the bench's own scheduling weight. With autogroup scheduling
+    (Linux's default for desktops and many VMs: /proc/sys/kernel/sched_autogroup_enabled)
+    a process's nice value counts only within its session, so builds and tests run under
+    ``nice -n 19`` in other sessions still take an equal share from a server started in a
+    session of its own; the session's nice (/proc/PID/autogroup) is what weighs. Best effort:
+    without autogroup, or without the right to lower a nice value, nothing changes."""
+    try:
+        own = open("/proc/self/autogroup").read().split()[-1]
+        with open(f"/proc/{pid}/autogroup", "w") as f:
+            f.write(own)
+    except (OSError, IndexError, ValueError):
+        pass
+
+
 class BenchError(Exception):
     pass
 
@@ -211,6 +226,7 @@ class Server:
                                      env=penv, cwd=str(cwd) if cwd else None, start_new_session=True)
         self.pid = self.proc.pid
         self.known_pids: set[int] = {self.pid}
+        inherit_autogroup_nice(self.pid)
         try:
             self._wait_ready(ready_timeout)
         except BaseException:

@@ -4,8 +4,8 @@
 #
 #   bench/sizes.sh            build what is missing, measure, write bench/results/sizes.md
 #   bench/sizes.sh --check    CI: skip the nightly build, write target/sizes.md instead, and fail
-#                             if the full library passes 4 MiB (a regression guard: with
-#                             TLS it misses the 2.5 MB goal, see README, Size)
+#                             if the full library passes 3.6 MiB (a regression guard over
+#                             today's 3.56 MiB: with TLS it misses the 2.5 MB goal, see README, Size)
 #
 # Builds (each stripped by its Cargo profile; `strip = true`):
 #   full     cargo build --release                                       (HTTP/1.1 + HTTP/2)
@@ -89,6 +89,7 @@ row "PicoServer.dll (quoted, not measured here)" "51200" "a managed layer over t
 cat "$out"
 
 if [[ $check -eq 1 ]]; then
-    # The goal (2.5 MB) is reported above; what fails CI is growth past where TLS put it.
-    [[ $full -le 4194304 ]] || { echo "sizes: full library $full bytes > 4 MiB"; exit 1; }
+    # The goal (2.5 MB) is reported above; what fails CI is growth past where TLS and the
+    # per-crate opt-levels of Cargo.toml put it (3,728,256 bytes on 2026-12-03).
+    [[ $full -le 3774873 ]] || { echo "sizes: full library $full bytes > 3.6 MiB"; exit 1; }
 fi

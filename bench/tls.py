@@ -195,7 +195,9 @@ def markdown(tls: dict) -> list[str]:
             ratio = ""
             if name != "nginx-tls" and base.get("status") == "ok" and c in base["keepalive"]:
                 kb, hb = base["keepalive"][c]["rps"], base["handshake"][c]["rps"]
-                ratio = f" ({k['rps'] / kb:.2f}× nginx)", f" ({h['rps'] / hb:.2f}× nginx)"
+                # A point nginx did not serve (0/s on a starved machine) has no ratio.
+                ratio = (f" ({k['rps'] / kb:.2f}× nginx)" if kb else " (nginx: 0)",
+                         f" ({h['rps'] / hb:.2f}× nginx)" if hb else " (nginx: 0)")
             ka_ratio, hs_ratio = ratio if ratio else ("", "")
             lines.append(f"| {name} | {c} | {k['rps']:,.0f}{ka_ratio} | {k['cpu_us_per_req'] or 0:.1f} | "
                          f"{h['rps']:,.0f}{hs_ratio} | {h['cpu_us_per_req'] or 0:.1f} | {r['verify']['tls_version']} | "

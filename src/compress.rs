@@ -356,6 +356,33 @@ mod tests {
         assert!(br.len() < data.len() / 4 && gz.len() < data.len() / 4);
     }
 
+    /// A large body is compressed on the blocking pool: on a one-thread runtime, a task
+    /// spawned before the call gets to run while the call waits. Compressed right there,
+    /// the call would never yield and the task would still be waiting afterwards.
+    #[cfg(feature = "gzip")]
+    #[test]
+    fn large_bodies_are_compressed_off_the_io_thread() {
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let body: Bytes = (0..400_000u32).flat_map(|i| format!("line {i}\n").into_bytes()).collect::<Vec<u8>>().into();
+        assert!(body.len() > INLINE_MAX);
+        rt.block_on(async {
+            let ran = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let flag = ran.clone();
+            tokio::spawn(async move { flag.store(true, std::sync::atomic::Ordering::SeqCst) });
+            let packed = compress(Coding::Gzip, body.clone()).await.expect("text compresses");
+            assert!(packed.len() < body.len() / 4);
+            assert!(ran.load(std::sync::atomic::Ordering::SeqCst), "the I/O thread was held while compressing");
+            // A small body is compressed where it is (no yield): the counter-check that
+            // this test can tell the two apart.
+            let ran = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let flag = ran.clone();
+            tokio::spawn(async move { flag.store(true, std::sync::atomic::Ordering::SeqCst) });
+            let small = body.slice(..INLINE_MAX);
+            compress(Coding::Gzip, small).await.expect("text compresses");
+            assert!(!ran.load(std::sync::atomic::Ordering::SeqCst));
+        });
+    }
+
     #[test]
     fn prefixes_match_at_segment_boundaries() {
         assert!(under("/api", "/api") && under("/api/x", "/api") && under("/api/x", "/api/"));

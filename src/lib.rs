@@ -15,6 +15,7 @@ mod mime_types;
 pub mod filter;
 pub mod front;
 pub mod static_files;
+mod static_cache;
 mod static_serve;
 pub mod config;
 mod conn;

@@ -17,7 +17,8 @@ pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 pub(crate) enum Reply {
     Full(Full),
     Stream(StreamBody),
-    File(crate::file_body::FileBody),
+    /// Boxed, for the same reason as `Answer::file`: hyper moves its body around.
+    File(Box<crate::file_body::FileBody>),
 }
 
 pub(crate) struct Full {
@@ -56,7 +57,7 @@ impl Body for Reply {
                 Ok(Frame::data(d))
             })),
             Reply::Stream(s) => Pin::new(s).poll_frame(cx),
-            Reply::File(f) => Pin::new(f).poll_frame(cx),
+            Reply::File(f) => Pin::new(&mut **f).poll_frame(cx),
         }
     }
 

@@ -98,7 +98,9 @@ pub struct Answer {
     /// The body comes from the exchange's stream, not from `body`.
     pub(crate) streamed: bool,
     /// The body is (part of) a file, read as it is sent (static files).
-    pub(crate) file: Option<crate::file_body::FileBody>,
+    /// Boxed: inline it made every answer (moved several times per request) a few
+    /// hundred bytes larger.
+    pub(crate) file: Option<Box<crate::file_body::FileBody>>,
 }
 
 impl Answer {

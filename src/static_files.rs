@@ -7,6 +7,7 @@
 //! The HTTP side (304, ranges, encodings) is `static_serve`.
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::static_cache::{Small, SmallFiles};
 use http::header::HeaderValue;
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -31,6 +32,8 @@ pub struct Mount {
     root_dir: File,
     pub flags: u32,
     pub cache_control: Option<HeaderValue>,
+    /// Small files kept in memory, revalidated on every hit (`static_cache`).
+    pub(crate) small: SmallFiles,
 }
 
 impl std::fmt::Debug for Mount {
@@ -85,6 +88,7 @@ impl Mount {
             root_dir,
             flags,
             cache_control,
+            small: SmallFiles::default(),
         })
     }
 
@@ -114,6 +118,20 @@ impl Mount {
             rel.push_str(&seg);
         }
         Ok(Target { dir: rest.ends_with('/'), rel })
+    }
+
+    /// The kept copy of the small file `rel` (checked by `target`), if the file is still
+    /// that version.
+    pub(crate) fn kept(&self, rel: &str) -> Option<std::sync::Arc<Small>> {
+        #[cfg(target_os = "linux")]
+        {
+            self.small.get(&self.root_dir, rel)
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = rel;
+            None
+        }
     }
 
     /// Opens `rel` (checked by `target`) beneath the folder; a symlink may point

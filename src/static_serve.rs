@@ -8,7 +8,8 @@ use crate::compress::{self, Coding, Encoder, BR, GZIP};
 use crate::file_body::{read_new, FileBody};
 use crate::request::Answer;
 use crate::response::canned;
-use crate::static_files::{Mount, Refusal, INDEX, PRECOMPRESSED, SPA};
+use crate::static_cache::{self as kept, Facts};
+use crate::static_files::{Mount, Refusal, Target, INDEX, PRECOMPRESSED, SPA};
 use bytes::Bytes;
 use http::header::{
     HeaderMap, HeaderValue, ACCEPT_ENCODING, ACCEPT_RANGES, ALLOW, CACHE_CONTROL, CONTENT_LENGTH, CONTENT_RANGE, CONTENT_TYPE,
@@ -39,6 +40,13 @@ struct Found {
     rel: String,
 }
 
+/// Where the bytes of an answer come from.
+enum Source {
+    File(File),
+    /// A small file kept in memory (`static_cache`).
+    Memory(Bytes),
+}
+
 enum Opened {
     File(Found),
     Redirect,
@@ -49,11 +57,7 @@ fn refused(r: Refusal) -> Answer {
     canned(if r == Refusal::Forbidden { 403 } else { 404 }, false)
 }
 
-fn open(mount: &Mount, rest: &str) -> Opened {
-    let target = match mount.target(rest) {
-        Ok(t) => t,
-        Err(r) => return Opened::Refused(r),
-    };
+fn open(mount: &Mount, target: Target) -> Opened {
     let found = match open_file(mount, &target.rel) {
         Ok(f) if f.meta.is_dir() => {
             if !target.dir {
@@ -106,9 +110,45 @@ fn mtime(meta: &Metadata) -> SystemTime {
 }
 
 fn etag(meta: &Metadata, suffix: &str) -> HeaderValue {
-    let t = mtime(meta).duration_since(UNIX_EPOCH).unwrap_or_default();
-    let v = format!("\"{:x}.{:x}-{:x}{suffix}\"", t.as_secs(), t.subsec_nanos(), meta.len());
+    tag_of(mtime(meta), meta.len(), suffix)
+}
+
+fn tag_of(mtime: SystemTime, len: u64, suffix: &str) -> HeaderValue {
+    let t = mtime.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let v = format!("\"{:x}.{:x}-{:x}{suffix}\"", t.as_secs(), t.subsec_nanos(), len);
     HeaderValue::from_str(&v).expect("hex digits make a valid header value")
+}
+
+/// The header values of a file version.
+fn facts_of(rel: &str, meta: &Metadata) -> Facts {
+    let ctype = content_type(rel);
+    Facts {
+        len: meta.len(),
+        mtime: mtime(meta),
+        compressible: compress::compressible(ctype.as_bytes()),
+        ctype,
+        last_modified: HeaderValue::from_str(&httpdate::fmt_http_date(mtime(meta))).ok(),
+        etag: etag(meta, ""),
+    }
+}
+
+/// A small file that has settled is read now and kept for the next requests.
+#[cfg(target_os = "linux")]
+fn keep(mount: &Mount, found: &Found, facts: &Facts) -> Option<Bytes> {
+    if found.meta.len() > kept::MAX_FILE {
+        return None;
+    }
+    let body = read_small(&found.file, 0, found.meta.len()).ok()?;
+    // Read first, then judged: a change after this moment moves the file's times.
+    if body.len() as u64 == found.meta.len() && kept::settled(&found.meta) {
+        mount.small.put(&found.rel, kept::ident(&found.meta), body.clone(), facts.clone());
+    }
+    Some(body)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn keep(_mount: &Mount, _found: &Found, _facts: &Facts) -> Option<Bytes> {
+    None
 }
 
 /// Any entity tag in `list` ("*", or comma-separated tags) equal to `tag`; weak
@@ -185,10 +225,19 @@ pub(crate) async fn serve(mount: &Mount, rest: &str, req: StaticRequest<'_>) -> 
         a.headers.insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
         return a;
     }
-    let found = match open(mount, rest) {
-        Opened::File(f) => f,
-        Opened::Refused(r) => return refused(r),
-        Opened::Redirect => {
+    let target = match mount.target(rest) {
+        Ok(t) => t,
+        Err(r) => return refused(r),
+    };
+    // A small file kept in memory and unchanged on disk: no open, no read, no formatting.
+    let hit = if target.dir || target.rel.is_empty() { None } else { mount.kept(&target.rel) };
+    let (rel, facts, source) = if let Some(hit) = hit {
+        (target.rel, hit.facts.clone(), Source::Memory(hit.body.clone()))
+    } else {
+        let found = match open(mount, target) {
+            Opened::File(f) => f,
+            Opened::Refused(r) => return refused(r),
+            Opened::Redirect => {
             let mut a = canned(301, false);
             let to = match req.query {
                 Some(q) => format!("{}/?{q}", req.path),
@@ -197,19 +246,25 @@ pub(crate) async fn serve(mount: &Mount, rest: &str, req: StaticRequest<'_>) -> 
             if let Ok(v) = HeaderValue::from_str(&to) {
                 a.headers.insert(LOCATION, v);
             }
-            return a;
-        }
+                return a;
+            }
+        };
+        let facts = facts_of(&found.rel, &found.meta);
+        let source = match keep(mount, &found, &facts) {
+            Some(body) => Source::Memory(body),
+            None => Source::File(found.file),
+        };
+        (found.rel, facts, source)
     };
-    let ctype = content_type(&found.rel);
-    let compressible = compress::compressible(ctype.as_bytes());
-    let len = found.meta.len();
-    let mut headers = HeaderMap::new();
-    headers.insert(CONTENT_TYPE, ctype);
+    let compressible = facts.compressible;
+    let len = facts.len;
+    let mut headers = HeaderMap::with_capacity(10);
+    headers.insert(CONTENT_TYPE, facts.ctype.clone());
     if let Some(cc) = &mount.cache_control {
         headers.insert(CACHE_CONTROL, cc.clone());
     }
-    if let Ok(v) = HeaderValue::from_str(&httpdate::fmt_http_date(mtime(&found.meta))) {
-        headers.insert(LAST_MODIFIED, v);
+    if let Some(v) = &facts.last_modified {
+        headers.insert(LAST_MODIFIED, v.clone());
     }
     let precompressed = mount.flags & PRECOMPRESSED != 0 && compressible;
     let dynamic = if req.codings != 0 && compressible && len >= req.min_bytes as u64 && get { req.codings } else { 0 };
@@ -227,7 +282,7 @@ pub(crate) async fn serve(mount: &Mount, rest: &str, req: StaticRequest<'_>) -> 
             let first = compress::negotiate(accept, GZIP | BR);
             let second = first.and_then(|c| compress::negotiate(accept, (GZIP | BR) & !c.bit()));
             for coding in [first, second].into_iter().flatten() {
-                if let Some(s) = sibling(mount, &found.rel, coding) {
+                if let Some(s) = sibling(mount, &rel, coding) {
                     chosen = Some((coding, Some(s)));
                     break;
                 }
@@ -238,17 +293,17 @@ pub(crate) async fn serve(mount: &Mount, rest: &str, req: StaticRequest<'_>) -> 
         }
     }
     let tag = match &chosen {
-        None => etag(&found.meta, ""),
+        None => facts.etag.clone(),
         Some((c, Some(s))) => etag(&s.meta, &format!("-{}", c.token())),
         Some((c, None)) => {
-            let strong = etag(&found.meta, &format!("-{}", c.token()));
+            let strong = tag_of(facts.mtime, len, &format!("-{}", c.token()));
             HeaderValue::from_str(&format!("W/{}", strong.to_str().unwrap_or(""))).unwrap_or(strong)
         }
     };
     headers.insert(ETAG, tag.clone());
 
     // Preconditions, in RFC 9110 §13.2.2's order.
-    let modified = secs(mtime(&found.meta));
+    let modified = secs(facts.mtime);
     if let Some(m) = req.headers.get(IF_MATCH) {
         if !tag_matches(m, &tag, true) {
             return precondition_failed();
@@ -271,11 +326,11 @@ pub(crate) async fn serve(mount: &Mount, rest: &str, req: StaticRequest<'_>) -> 
         Some((coding, Some(sib))) => {
             compress::mark(&mut headers, coding);
             let n = sib.meta.len();
-            whole(headers, sib.file, n, head, None).await
+            whole(headers, Source::File(sib.file), n, head, None).await
         }
         Some((coding, None)) => {
             compress::mark(&mut headers, coding);
-            whole(headers, found.file, len, head, Some(coding)).await
+            whole(headers, source, len, head, Some(coding)).await
         }
         None => {
             headers.insert(ACCEPT_RANGES, HeaderValue::from_static("bytes"));
@@ -285,7 +340,7 @@ pub(crate) async fn serve(mount: &Mount, rest: &str, req: StaticRequest<'_>) -> 
                 Some(v) => date(v) == Some(modified),
             };
             match range.filter(|_| if_range_ok).map(|r| parse_range(r, len)) {
-                None | Some(Ranged::Whole) => whole(headers, found.file, len, head, None).await,
+                None | Some(Ranged::Whole) => whole(headers, source, len, head, None).await,
                 Some(Ranged::Unsatisfiable) => {
                     let mut a = canned(416, false);
                     a.headers.insert(CONTENT_RANGE, HeaderValue::from_str(&format!("bytes */{len}")).expect("digits"));
@@ -293,7 +348,7 @@ pub(crate) async fn serve(mount: &Mount, rest: &str, req: StaticRequest<'_>) -> 
                 }
                 Some(Ranged::Part(start, end)) => {
                     headers.insert(CONTENT_RANGE, HeaderValue::from_str(&format!("bytes {start}-{end}/{len}")).expect("digits"));
-                    let mut a = part(headers, found.file, start, end - start + 1).await;
+                    let mut a = part(headers, source, start, end - start + 1).await;
                     a.status = 206;
                     a
                 }
@@ -307,24 +362,27 @@ fn precondition_failed() -> Answer {
 }
 
 /// `len` bytes of `file` from the start, compressed with `coding` when given.
-async fn whole(mut headers: HeaderMap, file: File, len: u64, head: bool, coding: Option<Coding>) -> Answer {
+async fn whole(mut headers: HeaderMap, source: Source, len: u64, head: bool, coding: Option<Coding>) -> Answer {
     if head {
         let mut a = Answer::new(200, headers, Bytes::new());
         a.declared_len = Some(len);
         return a;
     }
-    let Some(coding) = coding else { return part(headers, file, 0, len).await };
-    if len > SMALL_MAX {
-        let mut a = Answer::new(200, headers, Bytes::new());
-        match Encoder::new(coding) {
-            Ok(e) => a.file = Some(FileBody::new(file, 0, len, Some(e))),
-            Err(_) => return canned(500, false),
+    let Some(coding) = coding else { return part(headers, source, 0, len).await };
+    let data = match source {
+        Source::File(file) if len > SMALL_MAX => {
+            let mut a = Answer::new(200, headers, Bytes::new());
+            match Encoder::new(coding) {
+                Ok(e) => a.file = Some(Box::new(FileBody::new(file, 0, len, Some(e)))),
+                Err(_) => return canned(500, false),
+            }
+            return a;
         }
-        return a;
-    }
-    let data = match read_small(&file, 0, len) {
-        Ok(d) => d,
-        Err(_) => return canned(500, false),
+        Source::File(file) => match read_small(&file, 0, len) {
+            Ok(d) => d,
+            Err(_) => return canned(500, false),
+        },
+        Source::Memory(data) => data,
     };
     match compress::compress(coding, data.clone()).await {
         Some(packed) => Answer::new(200, headers, packed),
@@ -342,9 +400,13 @@ async fn whole(mut headers: HeaderMap, file: File, len: u64, head: bool, coding:
     }
 }
 
-/// `len` bytes of `file` from `start`, as they are.
-async fn part(mut headers: HeaderMap, file: File, start: u64, len: u64) -> Answer {
+/// `len` bytes of the file from `start`, as they are.
+async fn part(mut headers: HeaderMap, source: Source, start: u64, len: u64) -> Answer {
     headers.insert(CONTENT_LENGTH, HeaderValue::from(len));
+    let file = match source {
+        Source::Memory(data) => return Answer::new(200, headers, data.slice(start as usize..(start + len) as usize)),
+        Source::File(file) => file,
+    };
     if len <= SMALL_MAX {
         return match read_small(&file, start, len) {
             Ok(d) => Answer::new(200, headers, d),
@@ -352,7 +414,7 @@ async fn part(mut headers: HeaderMap, file: File, start: u64, len: u64) -> Answe
         };
     }
     let mut a = Answer::new(200, headers, Bytes::new());
-    a.file = Some(FileBody::new(file, start, len, None));
+    a.file = Some(Box::new(FileBody::new(file, start, len, None)));
     a
 }
 

@@ -3,6 +3,7 @@
 // address of the engine's request info) and answers from inside the application's domain.
 //   mcs -optimize+ bench/aspnet/CrossDomainCost.cs -out:/tmp/xd.exe && mono /tmp/xd.exe [calls]
 // Prints ns per call for: same-domain call, cross-domain (long, long), (string), (byte[4 KiB]),
+// a callee that leaves a principal in the thread's logical call context (as System.Web does) or drops it,
 // measured on a fresh thread as the engine's threads are, and the same call from the main thread.
 // Mono serializes a thread's logical call context (BinaryFormatter) on every crossing once the
 // thread has one: the main thread has one from the start (50-100 us a call instead of < 1 us),
@@ -18,6 +19,19 @@ public sealed class Target : MarshalByRefObject
     public void Ints(long a, long b) { _sum += a ^ b; }
     public void Text(string s) { _sum += s.Length; }
     public void Bytes(byte[] b) { _sum += b.Length; }
+    // What System.Web does on a request thread: a principal in the thread's logical call context.
+    public void SetPrincipal(long a, long b)
+    {
+        _sum += a ^ b;
+        System.Threading.Thread.CurrentPrincipal = new System.Security.Principal.GenericPrincipal(
+            new System.Security.Principal.GenericIdentity("user"), new string[0]);
+    }
+    // The same, dropped again before returning (Ember's AppHost.Process does this).
+    public void SetAndDropPrincipal(long a, long b)
+    {
+        SetPrincipal(a, b);
+        System.Threading.Thread.CurrentPrincipal = null;
+    }
 }
 
 static class CrossDomainCost
@@ -37,8 +51,15 @@ static class CrossDomainCost
             Measure("cross-domain, (string of 200 chars)", n, i => remote.Text(text));
             Measure("cross-domain, (byte[4096])", n, i => remote.Bytes(bytes));
         });
+        var withPrincipal = new System.Threading.Thread(() =>
+        {
+            Measure("callee sets a principal, drops it", n, i => remote.SetAndDropPrincipal(i, i));
+            Measure("callee sets a principal, keeps it", n / 50, i => remote.SetPrincipal(i, i));
+        });
         t.Start();
         t.Join();
+        withPrincipal.Start();
+        withPrincipal.Join();
         Measure("cross-domain, (long, long), main thread", n / 50, i => remote.Ints(i, i));
         AppDomain.Unload(d);
     }

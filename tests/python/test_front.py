@@ -74,6 +74,46 @@ def test_spa_fallback_dotfiles_and_symlinks(serve, site, dispatch):
     assert r.status_code == 403 and "outside" not in r.text
 
 
+def test_a_small_file_changed_on_disk_is_served_fresh(serve, tmp_path):
+    # Small files are kept in memory once they have settled (2 s after their last change)
+    # and revalidated on every hit: each change below must show on the very next request.
+    root = tmp_path / "www"
+    root.mkdir()
+    page = root / "page.txt"
+    page.write_text("aaaa")
+    outside = tmp_path / "secret.txt"
+    outside.write_text("ssss")
+    time.sleep(2.5)  # let it settle, so that the engine keeps it
+    s = serve(lambda app: app.static("/s", str(root)))
+    with requests.Session() as c:
+        for _ in range(3):  # the first read keeps it, the next ones are hits
+            r = c.get(s.url + "/s/page.txt")
+            assert r.status_code == 200 and r.text == "aaaa"
+        tag = r.headers["ETag"]
+        with open(page, "r+") as f:  # same size, same inode, written in place
+            f.write("bbbb")
+        r = c.get(s.url + "/s/page.txt")
+        assert r.text == "bbbb" and r.headers["ETag"] != tag
+        tmp = root / "new.tmp"
+        tmp.write_text("cccc")
+        os.replace(tmp, page)  # another inode under the same name
+        assert c.get(s.url + "/s/page.txt").text == "cccc"
+        time.sleep(2.5)
+        assert c.get(s.url + "/s/page.txt").text == "cccc"  # kept again
+        os.remove(page)
+        os.symlink(outside, page)  # a kept name now leads out of the folder
+        r = c.get(s.url + "/s/page.txt")
+        assert r.status_code == 403 and "ssss" not in r.text
+        os.remove(page)
+        assert c.get(s.url + "/s/page.txt").status_code == 404
+        # A range of a kept file comes from memory too.
+        page.write_text("0123456789")
+        time.sleep(2.5)
+        assert c.get(s.url + "/s/page.txt").text == "0123456789"
+        r = c.get(s.url + "/s/page.txt", headers={"Range": "bytes=2-4"})
+        assert r.status_code == 206 and r.text == "234" and r.headers["Content-Range"] == "bytes 2-4/10"
+
+
 def _rss_kb():
     with open("/proc/self/status") as f:
         for line in f:
