@@ -1104,7 +1104,9 @@ ember_result ember_server_drain(struct ember_server *server);
  * first and served). Open connections are still served, each answer closing its
  * connection, until `ember_server_stop`. For balancers without active health checks
  * (nginx open source): a refused connection is retried on another server even for a POST,
- * as nothing of it was sent. Idempotent; while running only.
+ * as nothing of it was sent. Idempotent; while running only. It returns once the listeners
+ * are closed (at most 2 s), so a connection tried afterwards is refused; called from one of
+ * this server's own callbacks it returns at once and they close moments later.
  */
 ember_result ember_server_stop_accepting(struct ember_server *server);
 

@@ -10,6 +10,7 @@ use crate::request::Answer;
 use bytes::Bytes;
 use http::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 pub(crate) struct Health {
@@ -17,11 +18,46 @@ pub(crate) struct Health {
     draining: AtomicBool,
     /// True once the listeners are to close (the accept loops watch it).
     refuse: watch::Sender<bool>,
+    /// Listeners whose accept loop has not closed them yet: `stop_accepting` waits for
+    /// none, so that a connection tried after it returns is refused.
+    open_listeners: parking_lot::Mutex<usize>,
+    closed: parking_lot::Condvar,
 }
 
 impl Health {
     pub fn new(path: Option<String>) -> Health {
-        Health { path, draining: AtomicBool::new(false), refuse: watch::channel(false).0 }
+        Health {
+            path,
+            draining: AtomicBool::new(false),
+            refuse: watch::channel(false).0,
+            open_listeners: parking_lot::Mutex::new(0),
+            closed: parking_lot::Condvar::new(),
+        }
+    }
+
+    /// An accept loop is about to run; `listener_closed` when its listener is gone.
+    pub fn listener_opened(&self) {
+        *self.open_listeners.lock() += 1;
+    }
+
+    pub fn listener_closed(&self) {
+        let mut n = self.open_listeners.lock();
+        *n = n.saturating_sub(1);
+        if *n == 0 {
+            self.closed.notify_all();
+        }
+    }
+
+    /// Waits (at most `limit`) until every listener is closed; false if some are still open.
+    pub fn wait_listeners_closed(&self, limit: Duration) -> bool {
+        let until = Instant::now() + limit;
+        let mut n = self.open_listeners.lock();
+        while *n > 0 {
+            if self.closed.wait_until(&mut n, until).timed_out() {
+                return *n == 0;
+            }
+        }
+        true
     }
 
     /// Drains, and closes the listeners (after taking what the kernel already queued).

@@ -80,6 +80,9 @@ pub(crate) async fn accept_loop(
     slots: Arc<Semaphore>,
     tls: Option<Arc<crate::tls::TlsSite>>,
 ) {
+    // Counted closed when this returns: the listener is dropped by then (in `take_queued`,
+    // or with the other arguments on an early return).
+    let _open = ListenerOpen(run.clone());
     let mut refuse = run.health.refusing();
     let mut backoff = BACKOFF_MIN;
     let mut failures: u64 = 0;
@@ -126,6 +129,14 @@ pub(crate) async fn accept_loop(
         }
     }
     take_queued(listener, proxy_protocol, &run, &shutdown, &slots, &tls);
+}
+
+struct ListenerOpen(Arc<Run>);
+
+impl Drop for ListenerOpen {
+    fn drop(&mut self) {
+        self.0.health.listener_closed();
+    }
 }
 
 /// Closing a listening socket resets the connections the kernel completed but nobody

@@ -297,6 +297,7 @@ impl Server {
         for (std_listener, spec) in listeners.into_iter().zip(&config.listen) {
             let _enter = runtime.enter();
             let listener = tokio::net::TcpListener::from_std(std_listener).map_err(runtime_error)?;
+            run.health.listener_opened();
             let accept = listener::accept_loop(listener, spec.proxy_protocol, run.clone(), shutdown_rx.clone(), slots.clone(), spec.tls.clone());
             runtime.spawn(accept);
         }
@@ -444,11 +445,18 @@ impl Server {
 
     /// Drains (see `drain`) and closes the listeners: new connections are refused, those
     /// open are served (each answer closes it) until `stop`. Idempotent; while running.
+    /// Returns once the listeners are closed (a new connection is then refused), except on
+    /// the server's own threads, where waiting for the accept loops could wait for itself.
     pub fn stop_accepting(&self) -> Result<()> {
-        match &*self.phase.lock() {
-            Phase::Running(r) => Ok(r.run.health.stop_accepting()),
-            _ => Err(Error::new(ErrorKind::State, "stop_accepting: the server is not running")),
+        let run = match &*self.phase.lock() {
+            Phase::Running(r) => r.run.clone(),
+            _ => return Err(Error::new(ErrorKind::State, "stop_accepting: the server is not running")),
+        };
+        run.health.stop_accepting();
+        if !self.is_inside() && !run.health.wait_listeners_closed(Duration::from_secs(2)) {
+            run.log.warn("stop_accepting: a listener was still open after 2 s");
         }
+        Ok(())
     }
 
     /// What the running server's connections share (None unless running).

@@ -390,7 +390,9 @@ pub unsafe extern "C" fn ember_server_drain(server: *mut ember_server) -> ember_
 /// first and served). Open connections are still served, each answer closing its
 /// connection, until `ember_server_stop`. For balancers without active health checks
 /// (nginx open source): a refused connection is retried on another server even for a POST,
-/// as nothing of it was sent. Idempotent; while running only.
+/// as nothing of it was sent. Idempotent; while running only. It returns once the listeners
+/// are closed (at most 2 s), so a connection tried afterwards is refused; called from one of
+/// this server's own callbacks it returns at once and they close moments later.
 #[no_mangle]
 pub unsafe extern "C" fn ember_server_stop_accepting(server: *mut ember_server) -> ember_result {
     guard(|| get(server)?.stop_accepting())
