@@ -99,7 +99,7 @@ def test_graceful_stop_runs_application_end(scratch_site, tmp_path):
 def test_bad_command_lines_get_a_clear_message_and_exit_code_2(tmp_path):
     for args, needle in ((["--port", "1"], "--root is required"),
                          (["--root", str(tmp_path / "missing")], "no such application folder"),
-                         (["--root", SITE, "--dispatch", "fast"], "--dispatch must be pool or inline"),
+                         (["--root", SITE, "--dispatch", "fast"], "--dispatch must be auto, pool or inline"),
                          (["--root", SITE, "--bogus"], "unknown argument --bogus")):
         p = subprocess.run(["mono", EXE] + args, capture_output=True, text=True, timeout=60)
         assert p.returncode == 2, (args, p.returncode, p.stderr)
