@@ -210,8 +210,16 @@ impl WsConn {
         out.queued < self.limit && std::mem::take(&mut out.refused)
     }
 
+    /// The host's close, once every frame queued before it has been taken: checked
+    /// under the same lock as the queue, else a frame queued between the writer's last
+    /// take and this look would be dropped behind the close frame.
     fn close_request(&self) -> Option<(u16, String)> {
-        self.out.lock().close.clone()
+        let out = self.out.lock();
+        if out.queue.is_empty() {
+            out.close.clone()
+        } else {
+            None
+        }
     }
 }
 
