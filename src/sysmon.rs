@@ -31,6 +31,12 @@ struct Slot {
 
 pub(crate) struct InlineSlots {
     slots: Vec<Slot>,
+    /// Set while the monitor sleeps its long idle look: the next handler to take a slot
+    /// rings `bell`, so a handler that blocks right after a quiet spell is timed from its
+    /// start and not up to `IDLE_LOOK` later.
+    idle: AtomicBool,
+    /// The monitor's sleep: `true` once the server stops.
+    bell: Arc<(Mutex<bool>, Condvar)>,
     /// The server's handler timeout (zero = none): a handler that blocks inline past it has
     /// its request expired from here, as the timer of its own (blocked) task cannot.
     handler_timeout: Duration,
@@ -54,13 +60,21 @@ impl Drop for InlineSlot<'_> {
 
 impl InlineSlots {
     pub fn new(n: usize, handler_timeout: Duration) -> Arc<InlineSlots> {
-        Arc::new(InlineSlots { slots: (0..n).map(|_| Slot::default()).collect(), handler_timeout })
+        let bell = Arc::new((Mutex::new(false), Condvar::new()));
+        Arc::new(InlineSlots { slots: (0..n).map(|_| Slot::default()).collect(), idle: AtomicBool::new(false), bell, handler_timeout })
     }
 
     pub fn take(&self) -> Option<InlineSlot<'_>> {
         for slot in &self.slots {
             if !slot.busy.load(Ordering::Relaxed) && slot.busy.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok() {
-                slot.entries.fetch_add(1, Ordering::Relaxed);
+                // SeqCst pairs with the monitor's store of `idle` and its re-read of the
+                // entries: either it sees this entry, or this sees it idle (then the lock
+                // waits until it sleeps, so the ring is not lost).
+                slot.entries.fetch_add(1, Ordering::SeqCst);
+                if self.idle.load(Ordering::SeqCst) && self.idle.swap(false, Ordering::SeqCst) {
+                    let _sleeping = self.bell.0.lock();
+                    self.bell.1.notify_all();
+                }
                 return Some(InlineSlot(slot));
             }
         }
@@ -68,7 +82,7 @@ impl InlineSlots {
     }
 
     fn entries(&self) -> u64 {
-        self.slots.iter().map(|s| s.entries.load(Ordering::Relaxed)).sum()
+        self.slots.iter().map(|s| s.entries.load(Ordering::SeqCst)).sum()
     }
 }
 
@@ -80,7 +94,7 @@ pub(crate) struct Sysmon {
 
 impl Sysmon {
     pub fn start(slots: &Arc<InlineSlots>, runtime: tokio::runtime::Handle) -> std::io::Result<Sysmon> {
-        let stop = Arc::new((Mutex::new(false), Condvar::new()));
+        let stop = slots.bell.clone();
         let (weak, flag) = (Arc::downgrade(slots), stop.clone());
         let thread = std::thread::Builder::new().name("ember-sysmon".into()).spawn(move || watch(weak, runtime, flag))?;
         Ok(Sysmon { stop, thread: Some(thread) })
@@ -111,15 +125,21 @@ fn watch(slots: Weak<InlineSlots>, runtime: tokio::runtime::Handle, stop: Arc<(M
         since.resize(slots.slots.len(), None);
         for (i, slot) in slots.slots.iter().enumerate() {
             let entries = slot.entries.load(Ordering::Relaxed);
-            let stuck = slot.busy.load(Ordering::Acquire) && entries == seen[i];
+            let busy = slot.busy.load(Ordering::Acquire);
+            let stuck = busy && entries == seen[i];
             if stuck && !poked[i] {
                 // One empty task per stuck handler is enough to get a worker polling.
                 drop(runtime.spawn(async {}));
                 poked[i] = true;
-                since[i] = Some(std::time::Instant::now());
             } else if !stuck {
                 poked[i] = false;
+            }
+            // The handler timeout counts from the first sighting of this handler, never
+            // later than a look after it began: late, never early.
+            if !busy {
                 since[i] = None;
+            } else if entries != seen[i] {
+                since[i] = Some(std::time::Instant::now());
             }
             if let Some(t) = since[i] {
                 if !slots.handler_timeout.is_zero() && t.elapsed() + LOOK_EVERY >= slots.handler_timeout {
@@ -131,12 +151,25 @@ fn watch(slots: Weak<InlineSlots>, runtime: tokio::runtime::Handle, stop: Arc<(M
             }
             seen[i] = entries;
         }
-        drop(slots);
         let mut stopped = stop.0.lock();
         if *stopped {
             return;
         }
-        stop.1.wait_for(&mut stopped, if active { LOOK_EVERY } else { IDLE_LOOK });
+        if active {
+            drop(slots);
+            stop.1.wait_for(&mut stopped, LOOK_EVERY);
+        } else {
+            slots.idle.store(true, Ordering::SeqCst);
+            if slots.entries() != total {
+                // A handler began since the look: no long sleep.
+                slots.idle.store(false, Ordering::SeqCst);
+                drop(slots);
+                stop.1.wait_for(&mut stopped, LOOK_EVERY);
+            } else {
+                drop(slots);
+                stop.1.wait_for(&mut stopped, IDLE_LOOK);
+            }
+        }
         if *stopped {
             return;
         }

@@ -56,8 +56,10 @@ fn an_inline_handler_blocking_past_the_handler_timeout_gets_timed_out_and_its_cl
     s.listen("127.0.0.1:0").unwrap();
     s.set_workers(1).unwrap();
     s.set_limits(|l| Ok(l.handler_timeout = Duration::from_millis(50))).unwrap();
+    // Far past the timeout: the monitor that expires it is a thread of its own, which a
+    // loaded machine (CI under TSan) may run late.
     s.route(Some(http::Method::GET), "/sleepy", Arc::new(move |r: &Request| {
-        std::thread::sleep(Duration::from_millis(250));
+        std::thread::sleep(Duration::from_millis(1000));
         *seen.lock().unwrap() = Some(r.respond(200, b"", "late").map_err(|e| e.kind));
     }))
     .unwrap();
