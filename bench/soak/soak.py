@@ -166,6 +166,9 @@ def main():
         alive = app.alive()
         if alive:
             samples.append((round(now, 1), rss_kb(app.proc.pid), total))
+            if len(samples) % 60 == 0:  # a long run shows it is moving
+                print("soak: %.0f s, %d requests, RSS %.1f MB" % (now, total, samples[-1][1] / 1024),
+                      file=sys.stderr, flush=True)
         if not alive or now >= seconds or (args.requests and total >= args.requests) or not clients.running():
             break
         time.sleep(1)
