@@ -1,4 +1,5 @@
 using System;
+using System.Collections.Generic;
 using System.ComponentModel;
 using System.IO;
 using System.Reflection;
@@ -41,6 +42,9 @@ namespace Ember.AspNet
         // server domain's native memory.
         DomainRequestFn _entry;
         IntPtr _gate;
+        TimeSpan _drain;
+        // The engine threads inside, for the unload event to abort after the drain time.
+        readonly HashSet<Thread> _inside = new HashSet<Thread>();
 
         public AppHost()
         {
@@ -93,10 +97,12 @@ namespace Ember.AspNet
 
         /// <summary>Makes this domain's direct request entry and returns its function pointer,
         /// for the server's domain to call through <see cref="EntryGate"/> <paramref name="gate"/>
-        /// (native memory). Called once, right after the domain was created.</summary>
-        public long Attach(long gate)
+        /// (native memory). Called once, right after the domain was created. On unload, requests
+        /// inside get <paramref name="drainMs"/> to finish before they are aborted.</summary>
+        public long Attach(long gate, int drainMs)
         {
             _gate = new IntPtr(gate);
+            _drain = TimeSpan.FromMilliseconds(drainMs);
             _entry = OnEngineRequest;
             return Marshal.GetFunctionPointerForDelegate(_entry).ToInt64();
         }
@@ -105,7 +111,8 @@ namespace Ember.AspNet
         // never throw: there is no managed caller to catch it, only the unmanaged call.
         void OnEngineRequest(ulong req, IntPtr info)
         {
-            EntryGate.Entered(_gate);
+            Thread me = Thread.CurrentThread;
+            lock (_inside) _inside.Add(me);
             try
             {
                 ProcessCore(req, info);
@@ -121,6 +128,42 @@ namespace Ember.AspNet
             {
                 try { Console.Error.WriteLine("EmberAspNet: request failed: " + ex); } catch { }
                 Answer(req, 500, "Internal Server Error\n");
+            }
+            finally
+            {
+                lock (_inside) _inside.Remove(me);
+            }
+        }
+
+        /// <summary>Unload event: from here on no request enters; returns once every thread that
+        /// entered is back in the server's domain (see DomainEntry for why).</summary>
+        void DrainBeforeUnload()
+        {
+            EntryGate.Close(_gate);
+            // A request that unloads its own domain synchronously waits for the others only.
+            Thread me = Thread.CurrentThread;
+            int self;
+            lock (_inside) self = _inside.Contains(me) ? 1 : 0;
+            var clock = System.Diagnostics.Stopwatch.StartNew();
+            TimeSpan nextAbort = _drain;
+            while (EntryGate.Busy(_gate) > self)
+            {
+                if (clock.Elapsed >= nextAbort)
+                {
+                    Thread[] late;
+                    lock (_inside)
+                    {
+                        late = new Thread[_inside.Count];
+                        _inside.CopyTo(late);
+                    }
+                    foreach (Thread t in late)
+                    {
+                        if (t != me) try { t.Abort(); } catch { }
+                    }
+                    // Again later for a thread that was in native code or entered since.
+                    nextAbort = clock.Elapsed + TimeSpan.FromMilliseconds(500);
+                }
+                Thread.Sleep(5);
             }
         }
 
@@ -205,9 +248,8 @@ namespace Ember.AspNet
 
         void OnDomainUnload(object sender, EventArgs e)
         {
-            // First: no request may start to enter a domain the runtime is about to tear down
-            // (the threads already inside are aborted by the runtime next).
-            if (_gate != IntPtr.Zero) EntryGate.Close(_gate);
+            // First: no request may enter or stay in a domain the runtime is about to tear down.
+            if (_gate != IntPtr.Zero) DrainBeforeUnload();
             DomainWatch w = _watch;
             if (w == null) return;
             try { w.Unloading(); } catch { }

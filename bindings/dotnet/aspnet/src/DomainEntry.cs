@@ -23,12 +23,16 @@ namespace Ember.AspNet
     /// keeps its own Thread object, principal and call context.
     ///
     /// The pointer is only valid while its domain lives, and a domain unloads on its own
-    /// (ASP.NET restarts the application when web.config, bin/ or Global.asax change). The
-    /// <see cref="EntryGate"/> of each domain makes the call safe: the server's domain enters
-    /// the gate before the call, the delegate leaves it as its first act (from then on the
-    /// runtime knows the thread is in the domain and aborts it on unload, as for a remoting
-    /// call), and the domain's unload event closes the gate and waits for the threads between
-    /// the two. A closed gate sends the request to the next domain.
+    /// (ASP.NET restarts the application when web.config, bin/ or Global.asax change). Worse,
+    /// Mono 6.8 crashes (SIGSEGV in its domain unloader) when it unloads a domain while a thread
+    /// is inside it through such a callback thunk, where a remoting call would have been aborted
+    /// and turned back at the boundary. So no thread may be inside when the runtime's unload
+    /// begins: the <see cref="EntryGate"/> of each domain counts the threads between the server
+    /// domain's check and their return there, and the domain's unload event (which runs before
+    /// the runtime aborts threads) closes the gate, lets the requests inside finish (up to the
+    /// handler timeout; they answer from the old domain, as IIS's overlapped recycling does),
+    /// aborts those still inside after that (they answer 503), and returns only once none is
+    /// left. A closed gate sends the request to a fresh domain.
     /// </summary>
     internal static class DomainEntry
     {
@@ -64,9 +68,9 @@ namespace Ember.AspNet
 
     /// <summary>
     /// 8 bytes of native memory shared by the server's domain and one application domain (the
-    /// same address means the same memory in every domain of the process): int entering (threads
-    /// between the check and the domain's first instruction), int closed. Never freed: a late
-    /// caller may still read it after the domain is gone (8 bytes per application restart).
+    /// same address means the same memory in every domain of the process): int busy (threads
+    /// that passed the gate and have not returned to the server's domain), int closed. Never
+    /// freed: a late caller may still read it after the domain is gone (8 bytes per restart).
     /// </summary>
     internal static unsafe class EntryGate
     {
@@ -89,20 +93,22 @@ namespace Ember.AspNet
             return false;
         }
 
-        /// <summary>Application's domain, first thing in the call.</summary>
-        internal static void Entered(IntPtr gate)
+        /// <summary>Server's domain, once the call returned (the thread is out of the domain).</summary>
+        internal static void Leave(IntPtr gate)
         {
             Interlocked.Decrement(ref ((int*)gate)[0]);
         }
 
-        /// <summary>Application's domain, in its unload event (before the runtime aborts the
-        /// threads in it): no thread enters any more, and those on their way in are in.</summary>
+        /// <summary>Application's domain: no thread passes any more.</summary>
         internal static void Close(IntPtr gate)
         {
-            int* p = (int*)gate;
-            Interlocked.Exchange(ref p[1], 1);
-            var spin = new SpinWait();
-            while (Volatile.Read(ref p[0]) != 0) spin.SpinOnce();
+            Interlocked.Exchange(ref ((int*)gate)[1], 1);
+        }
+
+        /// <summary>Threads that passed and have not returned.</summary>
+        internal static int Busy(IntPtr gate)
+        {
+            return Volatile.Read(ref ((int*)gate)[0]);
         }
     }
 }

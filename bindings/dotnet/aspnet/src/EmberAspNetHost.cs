@@ -187,7 +187,9 @@ namespace Ember.AspNet
                 if (DomainEntry.Direct)
                 {
                     g.Gate = EntryGate.Create();
-                    g.Entry = new IntPtr(host.Attach(g.Gate.ToInt64()));
+                    TimeSpan drain = _server.Options.HandlerTimeout ?? TimeSpan.FromSeconds(30);
+                    if (drain <= TimeSpan.Zero || drain > TimeSpan.FromSeconds(90)) drain = TimeSpan.FromSeconds(90);
+                    g.Entry = new IntPtr(host.Attach(g.Gate.ToInt64(), (int)drain.TotalMilliseconds));
                 }
                 Volatile.Write(ref _current, g);
                 int n = Interlocked.Increment(ref _generations);
@@ -218,7 +220,8 @@ namespace Ember.AspNet
                     // unloaded under the request) and never throws back.
                     if (EntryGate.TryEnter(g.Gate))
                     {
-                        DomainEntry.Call(g.Entry, req, info);
+                        try { DomainEntry.Call(g.Entry, req, info); }
+                        finally { EntryGate.Leave(g.Gate); }
                         return;
                     }
                     // Closed: the domain is unloading. A fresh one takes this request, once.
