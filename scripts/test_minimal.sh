@@ -11,8 +11,18 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 pass=0
 fail=0
+# One header for every build: the minimal build's cbindgen run (build.rs) must write the same
+# include/ember.h as the full build did, compiled-out features and all.
+header_before="$(mktemp)"
+cp include/ember.h "$header_before"
 cargo build -j2 --profile minimal --no-default-features --lib --target-dir target/minimal
 lib=target/minimal/minimal
+if cmp -s "$header_before" include/ember.h; then
+    echo "ok   include/ember.h is the same for the minimal build"; pass=$((pass + 1))
+else
+    echo "FAIL the minimal build wrote another include/ember.h:"; diff "$header_before" include/ember.h | head -20; fail=$((fail + 1))
+fi
+rm -f "$header_before"
 cc -std=c99 -Wall -Wextra -Wpedantic -Werror -O2 -pthread -Iinclude -o "$lib/ember_ref" \
     samples/c/ember_ref.c samples/c/ref_slow.c samples/c/ref_fleet.c samples/c/ref_stream.c samples/c/ref_ws.c samples/c/ref_front.c samples/c/sha256.c \
     -L"$lib" -Wl,-rpath,"$root/$lib" -lember
