@@ -224,7 +224,7 @@ async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incomi
     // Dropped while the open callback decides (client gone, stop): the handle ends.
     #[cfg(feature = "ws")]
     let _opening = ws_conn.as_ref().map(|(ws, _)| AbandonOnDrop(ws.clone()));
-    #[allow(unused_mut)]
+    #[cfg_attr(not(feature = "ws"), allow(unused_mut))]
     let mut answer = wait(run, &mut pending, rx, inbox.as_deref()).await;
     #[cfg(not(feature = "ws"))]
     let upgrade: Upgrade = ws_conn;
