@@ -68,7 +68,7 @@ rm -f "$log" "$err"
 # No TLS in this build: the same functions exist and refuse, and the app says why.
 tls_err="$(EMBER_TLS_CERT=cert.pem EMBER_TLS_KEY=key.pem "$lib/ember_ref" 0 2>&1 >/dev/null </dev/null || true)"
 if [[ "$tls_err" == *'EMBER_ERR_UNSUPPORTED: this library was built without the `tls` feature'* ]]; then
-    echo "ok   a TLS listener is refused: ${tls_err%%$'\n'*}"; pass=$((pass + 1))
+    echo "ok   a TLS listener is refused: $(grep -m1 -F '`tls`' <<<"$tls_err")"; pass=$((pass + 1))
 else
     echo "FAIL a TLS listener on the minimal library: '$tls_err'"; fail=$((fail + 1))
 fi
