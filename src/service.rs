@@ -3,7 +3,9 @@
 
 use crate::body;
 use crate::connstate::{BodyBudget, ConnState, InFlight};
-use crate::dispatch::{Job, Mailbox, Submit};
+use crate::dispatch::{Job, Submit};
+#[cfg(feature = "ws")]
+use crate::dispatch::Mailbox;
 use crate::engine::Run;
 use crate::error::ErrorKind;
 use crate::exchange::{Event, Exchange};
@@ -16,6 +18,7 @@ use crate::request::{Answer, Parts, RequestData};
 use crate::response::canned;
 use crate::router::{Endpoint, Match};
 use crate::stream::StreamBody;
+#[cfg(feature = "ws")]
 use crate::ws::{self, UpgradeCheck, WsConn};
 use bytes::Bytes;
 use http::header::{HeaderValue, ALLOW, CONNECTION, CONTENT_LENGTH};
@@ -63,13 +66,8 @@ pub(crate) async fn handle(run: Arc<Run>, conn: Arc<ConnState>, req: http::Reque
         // Keep-alive clients (a proxy's upstream pool) reconnect, to another process.
         answer.headers.insert(CONNECTION, HeaderValue::from_static("close"));
     }
-    if let Some((ws, on_upgrade)) = upgrade {
-        let limits = ws::WsLimits {
-            max_message: run.limits.ws_max_message_bytes,
-            ping_interval: run.limits.ws_ping_interval,
-            stall: run.limits.idle_timeout.max(std::time::Duration::from_secs(1)),
-        };
-        tokio::spawn(ws::run(ws, on_upgrade, limits, run.shutdown.clone(), conn.clone()));
+    if let Some(upgrade) = upgrade {
+        start_ws(&run, &conn, upgrade);
     }
     if let (Some(o), Some(b)) = (&run.observe, begun) {
         in_flight.observed = Some(o.observed(b, answer.status));
@@ -77,10 +75,31 @@ pub(crate) async fn handle(run: Arc<Run>, conn: Arc<ConnState>, req: http::Reque
     Ok(to_response(answer, head_only, is_h2, in_flight))
 }
 
+#[cfg(feature = "ws")]
 type Upgrade = Option<(Arc<WsConn>, hyper::upgrade::OnUpgrade)>;
+/// Without the `ws` feature no WebSocket route exists, so no upgrade is ever taken.
+#[cfg(not(feature = "ws"))]
+type Upgrade = Option<Infallible>;
+
+#[cfg(feature = "ws")]
+fn start_ws(run: &Arc<Run>, conn: &Arc<ConnState>, (ws, on_upgrade): (Arc<WsConn>, hyper::upgrade::OnUpgrade)) {
+    let limits = ws::WsLimits {
+        max_message: run.limits.ws_max_message_bytes,
+        ping_interval: run.limits.ws_ping_interval,
+        stall: run.limits.idle_timeout.max(std::time::Duration::from_secs(1)),
+    };
+    tokio::spawn(ws::run(ws, on_upgrade, limits, run.shutdown.clone(), conn.clone()));
+}
+
+#[cfg(not(feature = "ws"))]
+fn start_ws(_: &Arc<Run>, _: &Arc<ConnState>, never: Infallible) {
+    match never {}
+}
 
 /// `declared`: the request's Content-Length.
 async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incoming>, declared: Option<u64>) -> (Answer, Upgrade) {
+    // Mutable for the WebSocket upgrade's extension.
+    #[cfg_attr(not(feature = "ws"), allow(unused_mut))]
     let (mut parts, body) = req.into_parts();
     if !host_header_ok(&parts) {
         return (canned(400, true), None);
@@ -95,7 +114,7 @@ async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incomi
     if let Some(a) = run.observe.as_ref().and_then(|o| o.metrics_answer(&parts.method, parts.uri.path(), &run.counters)) {
         return (a, None);
     }
-    let upgrade = ws::wants_upgrade(&parts.headers);
+    let upgrade = crate::ws::wants_upgrade(&parts.headers);
     let (endpoint, route, params) = match run.router.find(&parts.method, parts.uri.path(), upgrade) {
         Match::Found { endpoint, route, params } => (endpoint.clone(), route, params),
         Match::NotFound => return (canned(404, false), None),
@@ -107,6 +126,7 @@ async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incomi
             return (a, None);
         }
     };
+    #[cfg(feature = "ws")]
     let ws_route = match &endpoint {
         Endpoint::WebSocket(r) => match ws::check_upgrade(&parts.method, parts.version, &parts.headers) {
             UpgradeCheck::Valid(_) if r.connections() >= run.limits.ws_max_connections => return (busy(), None),
@@ -121,6 +141,9 @@ async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incomi
         },
         Endpoint::Http { .. } => None,
     };
+    // No WebSocket route can be registered without the feature (`Server::route_to`).
+    #[cfg(not(feature = "ws"))]
+    let ws_route: Option<()> = None;
     let stream_body = matches!(endpoint, Endpoint::Http { stream_body: true, .. });
     let body_limit = if stream_body { run.limits.max_stream_body_bytes } else { run.limits.max_body_bytes };
     if declared.is_some_and(|n| n > body_limit) {
@@ -176,6 +199,7 @@ async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incomi
     });
 
     let ws_conn = match (&endpoint, ws_route) {
+        #[cfg(feature = "ws")]
         (Endpoint::WebSocket(_), Some((route, accept))) => {
             let mailbox = Mailbox::new(&run.dispatcher);
             let ws = WsConn::open(run.server_id, id, route, run.hub.clone(), mailbox.clone(), run.limits.ws_queue_bytes);
@@ -198,8 +222,13 @@ async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incomi
     };
 
     // Dropped while the open callback decides (client gone, stop): the handle ends.
+    #[cfg(feature = "ws")]
     let _opening = ws_conn.as_ref().map(|(ws, _)| AbandonOnDrop(ws.clone()));
+    #[cfg_attr(not(feature = "ws"), allow(unused_mut))]
     let mut answer = wait(run, &mut pending, rx, inbox.as_deref()).await;
+    #[cfg(not(feature = "ws"))]
+    let upgrade: Upgrade = ws_conn;
+    #[cfg(feature = "ws")]
     let upgrade = match ws_conn {
         Some((ws, accept)) if answer.status == 101 => match parts.extensions.remove::<hyper::upgrade::OnUpgrade>() {
             Some(on_upgrade) => {
@@ -220,8 +249,10 @@ async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incomi
     (answer, upgrade)
 }
 
+#[cfg(feature = "ws")]
 struct AbandonOnDrop(Arc<WsConn>);
 
+#[cfg(feature = "ws")]
 impl Drop for AbandonOnDrop {
     fn drop(&mut self) {
         self.0.abandon();
@@ -289,6 +320,7 @@ fn busy() -> Answer {
     a
 }
 
+#[cfg(feature = "ws")]
 /// A plain request to a WebSocket route, or an unsupported WebSocket version.
 fn upgrade_required() -> Answer {
     let mut a = canned(426, false);
@@ -416,7 +448,7 @@ fn to_response(answer: Answer, head_only: bool, is_h2: bool, in_flight: InFlight
         }
         (None, _) if file.is_some() => {
             let mut file = file.expect("checked");
-            file.in_flight = Some(in_flight);
+            file.set_in_flight(in_flight);
             Reply::File(file)
         }
         (None, ex) => Reply::full(body, Some(in_flight), ex),
