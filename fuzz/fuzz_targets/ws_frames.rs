@@ -125,6 +125,9 @@ fn read_for(c: &mut TcpStream, cap: Duration, quiet: Duration, done: impl Fn(&[u
                 return (out, true);
             }
             Ok(n) => out.extend_from_slice(&buf[..n]),
+            // libFuzzer's -timeout watchdog is a SIGALRM every few seconds: a read it
+            // interrupts is retried, not taken for the server closing (it was, 4 times).
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => return (out, false),
             Err(e) => {
                 LAST_ERROR.with(|l| l.set(Some(e.kind())));
