@@ -162,14 +162,7 @@ namespace Ember
         /// answering for the handler, not a fault of the handler.</summary>
         bool EndedByEngine(Exception ex)
         {
-            var se = ex as EmberStreamException;
-            if (se != null) return se.EndedByEngine;
-            if (ex is OperationCanceledException)
-            {
-                RequestEvents e = Volatile.Read(ref _events);
-                return _endedByEngine || (e != null && e.IsAborted);
-            }
-            return false;
+            return RequestEvents.EndedByEngine(ex, _endedByEngine, Volatile.Read(ref _events));
         }
 
         EmberResult Send()

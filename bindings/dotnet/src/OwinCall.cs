@@ -287,14 +287,7 @@ namespace Ember
 
         bool EndedByEngine(Exception ex)
         {
-            var se = ex as EmberStreamException;
-            if (se != null) return se.EndedByEngine;
-            if (ex is OperationCanceledException)
-            {
-                RequestEvents e = Volatile.Read(ref _events);
-                return _endedByEngine || (e != null && e.IsAborted);
-            }
-            return false;
+            return RequestEvents.EndedByEngine(ex, _endedByEngine, Volatile.Read(ref _events));
         }
 
         void Answer()

@@ -67,6 +67,19 @@ namespace Ember
         /// the server stopped.</summary>
         internal bool IsAborted { get { return Volatile.Read(ref _final) == NativeMethods.EMBER_EVENT_ABORTED; } }
 
+        /// <summary>Whether a handler's exception is the consequence of the client leaving or
+        /// of the engine answering for the handler (timeout), not a fault of the handler.
+        /// <paramref name="endedByEngine"/>: the caller saw the engine end the request;
+        /// <paramref name="events"/>: the request's events, if any were asked for.</summary>
+        internal static bool EndedByEngine(Exception ex, bool endedByEngine, RequestEvents events)
+        {
+            var se = ex as EmberStreamException;
+            if (se != null) return se.EndedByEngine;
+            if (ex is OperationCanceledException)
+                return endedByEngine || (events != null && events.IsAborted);
+            return false;
+        }
+
         internal bool IsEnded { get { return Volatile.Read(ref _final) != 0; } }
 
         /// <summary>The result code registering returned when the request had already ended.</summary>
