@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 fn events() -> (ember::EventSink, mpsc::Receiver<Event>) {
     let (tx, rx) = mpsc::channel();
     let tx = Mutex::new(tx);
-    (Arc::new(move |_id, ev| drop(tx.lock().unwrap().send(ev))), rx)
+    (Arc::new(move |_id, ev| { let _ = tx.lock().unwrap().send(ev); }), rx)
 }
 
 /// Decodes a chunked body from a whole HTTP/1.1 answer.
@@ -87,7 +87,7 @@ fn a_full_stream_queue_refuses_writes_then_says_writable_and_a_departed_client_a
         s.route(Some(http::Method::GET), "/flood", Arc::new(move |r: &Request| {
             let id = r.id();
             let t = tx2.clone();
-            streaming::on_event(id, Arc::new(move |_, ev| drop(t.lock().unwrap().send(("event", Some(ev)))))).unwrap();
+            streaming::on_event(id, Arc::new(move |_, ev| { let _ = t.lock().unwrap().send(("event", Some(ev))); })).unwrap();
             streaming::begin(id, 200, b"").unwrap();
             let t = tx2.clone();
             std::thread::spawn(move || {
@@ -281,7 +281,7 @@ fn ws_server(dispatch: Dispatch, setup: impl FnOnce(&Server)) -> (Arc<Server>, u
             Arc::new(|ws_id, kind, data: &[u8]| {
                 let _ = ws::send(ws_id, kind, data);
             }),
-            Arc::new(move |ws_id, code, _reason: &str| drop(closed_tx.lock().unwrap().send((ws_id, code)))),
+            Arc::new(move |ws_id, code, _reason: &str| { let _ = closed_tx.lock().unwrap().send((ws_id, code)); }),
             None,
         );
         s.websocket("/ws", Arc::new(route)).unwrap();
