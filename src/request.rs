@@ -222,8 +222,8 @@ impl RequestData {
         RequestData { _text: text, body: p.body, headers, params, info, _budget: None, _held: None }
     }
 
-    pub(crate) fn with_accounting(mut self, budget: crate::connstate::BodyBudget, held: crate::stats::Held) -> RequestData {
-        self._budget = Some(budget);
+    pub(crate) fn with_accounting(mut self, budget: Option<crate::connstate::BodyBudget>, held: crate::stats::Held) -> RequestData {
+        self._budget = budget;
         self._held = Some(held);
         self
     }

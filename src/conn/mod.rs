@@ -162,7 +162,7 @@ where
     let io = TokioIo::new(Watched::new(stream, is_h2, state.clone(), run.counters.clone()));
     let svc = {
         let (run, state) = (run.clone(), state.clone());
-        hyper::service::service_fn(move |req| service::handle(run.clone(), state.clone(), req))
+        hyper::service::service_fn(move |req| service::handle(&run, &state, req))
     };
     if is_h2 {
         #[cfg(feature = "http2")]
