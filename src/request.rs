@@ -101,11 +101,15 @@ pub struct Answer {
     /// Boxed: inline it made every answer (moved several times per request) a few
     /// hundred bytes larger.
     pub(crate) file: Option<Box<crate::file_body::FileBody>>,
+    /// The headers may carry the output cache's marker (`cache::MARKER`), which must not
+    /// reach a client. False only where the engine parsed the host's header block and
+    /// found none, so that the usual answer skips a header lookup.
+    pub(crate) marked: bool,
 }
 
 impl Answer {
     pub fn new(status: u16, headers: HeaderMap, body: Bytes) -> Answer {
-        Answer { status, headers, body, declared_len: None, ex: None, streamed: false, file: None }
+        Answer { status, headers, body, declared_len: None, ex: None, streamed: false, file: None, marked: true }
     }
 }
 

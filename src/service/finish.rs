@@ -100,7 +100,7 @@ pub(crate) fn finish(
 }
 
 fn to_response(answer: Answer, head_only: bool, is_h2: bool, in_flight: InFlight) -> http::Response<Reply> {
-    let Answer { status, mut headers, body, declared_len, ex, streamed, file } = answer;
+    let Answer { status, mut headers, body, declared_len, ex, streamed, file, .. } = answer;
     if is_h2 {
         // Connection-specific headers are forbidden in HTTP/2 (RFC 9113 §8.2.2).
         headers.remove(CONNECTION);
