@@ -7,7 +7,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 t="$1"; seconds="$2"; shift 2
 mkdir -p "fuzz/corpus/$t" "fuzz/artifacts/$t"
-opts=(-max_total_time="$seconds" -rss_limit_mb=3072 -timeout=30 -print_final_stats=1)
+# -timeout above the harnesses' own 30 s liveness waits, so a slow server is reported by
+# them, with what they saw, rather than as a bare libFuzzer timeout.
+opts=(-max_total_time="$seconds" -rss_limit_mb=3072 -timeout=75 -print_final_stats=1)
 case "$t" in
   router) opts+=(-max_len=4096) ;;
   # The engine keeps process-wide state on purpose (the request registry, runtimes that

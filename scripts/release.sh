@@ -26,7 +26,9 @@ rm -rf "$dist" && mkdir -p "$dist"
 stage="$(mktemp -d)"
 trap 'rm -rf "$stage"' EXIT
 
-step() { printf '\n=== %s ===\n' "$*"; }
+# Each step says when it began (seconds since the script did): CI's time budget is watched.
+step_t0=$(date +%s)
+step() { printf '\n=== %s [+%ss] ===\n' "$*" "$(( $(date +%s) - step_t0 ))"; }
 
 step "linux: full library (make install tree)"
 cargo build --release -j2

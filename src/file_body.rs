@@ -116,7 +116,8 @@ pub(crate) fn read_new(file: &File, offset: u64, len: usize) -> io::Result<Vec<u
     }
 }
 
-/// What `read_cached` found.
+/// What `read_cached` found (elsewhere than Linux, always `Unsupported`).
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 enum Cached {
     /// Bytes that were in the page cache (maybe fewer than asked).
     Data(Vec<u8>),

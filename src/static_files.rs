@@ -32,7 +32,9 @@ pub struct Mount {
     root_dir: File,
     pub flags: u32,
     pub cache_control: Option<HeaderValue>,
-    /// Small files kept in memory, revalidated on every hit (`static_cache`).
+    /// Small files kept in memory, revalidated on every hit (`static_cache`; Linux only:
+    /// the revalidation is an fstatat on `root_dir`).
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub(crate) small: SmallFiles,
 }
 

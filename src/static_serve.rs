@@ -8,7 +8,9 @@ use crate::compress::{self, Coding, Encoder, BR, GZIP};
 use crate::file_body::{read_new, FileBody};
 use crate::request::Answer;
 use crate::response::canned;
-use crate::static_cache::{self as kept, Facts};
+#[cfg(target_os = "linux")]
+use crate::static_cache as kept;
+use crate::static_cache::Facts;
 use crate::static_files::{Mount, Refusal, Target, INDEX, PRECOMPRESSED, SPA};
 use bytes::Bytes;
 use http::header::{

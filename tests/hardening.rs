@@ -279,11 +279,13 @@ fn an_idle_http2_connection_waits_for_the_idle_timeout_not_the_header_timeout() 
     start.extend(h2_frame(8, 0, 0, &[0, 0, 0x10, 0])); // WINDOW_UPDATE, as clients send when idle
     c.write_all(&start).unwrap();
     let t = Instant::now();
-    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    // The point is the lower bound (not cut at the header timeout); the upper one only
+    // says it was cut at all, and is loose: under TSan on a loaded machine 4.5 s was seen.
+    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     let mut buf = [0u8; 4096];
     while matches!(c.read(&mut buf), Ok(n) if n > 0) {}
     let took = t.elapsed();
-    assert!(took >= Duration::from_millis(1200) && took < Duration::from_secs(4), "closed after {took:?}");
+    assert!(took >= Duration::from_millis(1200) && took < Duration::from_secs(15), "closed after {took:?}");
 }
 
 // 5. A 408 for a pipelined partial head is never written into another answer.

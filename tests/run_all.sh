@@ -7,7 +7,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-step() { printf '\n=== %s ===\n' "$*"; }
+# Each step says when it began (seconds since the script did): CI's time budget is watched.
+step_t0=$(date +%s)
+step() { printf '\n=== %s [+%ss] ===\n' "$*" "$(( $(date +%s) - step_t0 ))"; }
 
 step "setup"
 tests/setup.sh

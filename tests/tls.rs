@@ -6,7 +6,7 @@ mod pki;
 
 use common::*;
 use ember::{Dispatch, ErrorKind, Request, Server, TlsConfig};
-use pki::{connect, https_get, peer_der, Ca};
+use pki::{connect, connect_after, https_get, peer_der, Ca};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::sync::Arc;
@@ -252,6 +252,27 @@ fn a_handshake_that_never_completes_ends_at_the_header_timeout() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert_eq!(s.stats().active_connections, 0);
+}
+
+#[test]
+fn the_first_request_gets_the_whole_header_timeout_after_a_slow_handshake() {
+    // A slow client (Wine's emulated sockets, a starved machine) may use most of the
+    // header timeout on the handshake; its request head then gets a header timeout of its
+    // own, as on a plain connection, where the clock starts at the accept.
+    let ca = Ca::new("Ember test CA");
+    let (tls, _) = one_cert(&ca);
+    let (_s, _, port) = tls_server(&tls, |s| {
+        s.set_limits(|l| {
+            l.header_timeout = Duration::from_millis(800);
+            l.idle_timeout = Duration::from_secs(60);
+            Ok(())
+        })
+        .unwrap()
+    });
+    let mut c = connect_after(&ca, port, "localhost", &[], Duration::from_millis(500)).unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let answer = https_get(&mut c, "/");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer:?}");
 }
 
 #[test]

@@ -127,9 +127,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
 struct H2Frames {
     /// Preface bytes still to skip.
     preface: usize,
-    head: [u8; 9],
-    head_len: usize,
-    payload_left: u32,
+    split: Splitter,
     kind: u8,
     block_open: bool,
     /// Streams the peer reset (RST_STREAM), since `Sending` last took them.
@@ -155,9 +153,48 @@ fn stream_id(head: &[u8; 9]) -> u32 {
     u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7FFF_FFFF
 }
 
+/// Cuts a byte stream, however it arrives, into HTTP/2 frame heads; payloads are skipped,
+/// not read. Both directions use it.
+#[derive(Default)]
+struct Splitter {
+    head: [u8; 9],
+    head_len: usize,
+    payload_left: u32,
+}
+
+impl Splitter {
+    /// The next frame head completed by `bytes` (consuming them up to its end), or
+    /// `None` once they are used up.
+    fn next(&mut self, bytes: &mut &[u8]) -> Option<[u8; 9]> {
+        while !bytes.is_empty() {
+            if self.payload_left > 0 {
+                let take = (self.payload_left as usize).min(bytes.len());
+                self.payload_left -= take as u32;
+                *bytes = &bytes[take..];
+                continue;
+            }
+            let take = (9 - self.head_len).min(bytes.len());
+            self.head[self.head_len..self.head_len + take].copy_from_slice(&bytes[..take]);
+            self.head_len += take;
+            *bytes = &bytes[take..];
+            if self.head_len == 9 {
+                self.head_len = 0;
+                let h = self.head;
+                self.payload_left = u32::from_be_bytes([0, h[0], h[1], h[2]]);
+                return Some(h);
+            }
+        }
+        None
+    }
+
+    fn mid_frame(&self) -> bool {
+        self.head_len > 0 || self.payload_left > 0
+    }
+}
+
 impl H2Frames {
     fn new() -> H2Frames {
-        H2Frames { preface: 24, head: [0; 9], head_len: 0, payload_left: 0, kind: DATA, block_open: false, resets: Vec::new(), control: 0 }
+        H2Frames { preface: 24, split: Splitter::default(), kind: DATA, block_open: false, resets: Vec::new(), control: 0 }
     }
 
     /// Follows `bytes`; returns how many RST_STREAM frames began in them.
@@ -166,43 +203,27 @@ impl H2Frames {
         let skip = self.preface.min(bytes.len());
         self.preface -= skip;
         bytes = &bytes[skip..];
-        while !bytes.is_empty() {
-            if self.payload_left > 0 {
-                let take = (self.payload_left as usize).min(bytes.len());
-                self.payload_left -= take as u32;
-                bytes = &bytes[take..];
-                continue;
+        while let Some(h) = self.split.next(&mut bytes) {
+            self.kind = h[3];
+            if matches!(self.kind, HEADERS | PUSH_PROMISE | CONTINUATION) {
+                self.block_open = h[4] & END_HEADERS == 0;
             }
-            let take = (9 - self.head_len).min(bytes.len());
-            self.head[self.head_len..self.head_len + take].copy_from_slice(&bytes[..take]);
-            self.head_len += take;
-            bytes = &bytes[take..];
-            if self.head_len == 9 {
-                self.head_len = 0;
-                let h = &self.head;
-                self.payload_left = u32::from_be_bytes([0, h[0], h[1], h[2]]);
-                self.kind = h[3];
-                if matches!(self.kind, HEADERS | PUSH_PROMISE | CONTINUATION) {
-                    self.block_open = h[4] & END_HEADERS == 0;
-                }
-                match self.kind {
-                    PING | SETTINGS if h[4] & ACK == 0 => self.control += 1,
-                    PRIORITY | WINDOW_UPDATE => self.control += 1,
-                    _ => {}
-                }
-                if self.kind == RST_STREAM {
-                    resets += 1;
-                    // Bounded: `Sending` takes them after every read.
-                    self.resets.push(stream_id(h));
-                }
+            match self.kind {
+                PING | SETTINGS if h[4] & ACK == 0 => self.control += 1,
+                PRIORITY | WINDOW_UPDATE => self.control += 1,
+                _ => {}
+            }
+            if self.kind == RST_STREAM {
+                resets += 1;
+                // Bounded: `Sending` takes them after every read.
+                self.resets.push(stream_id(&h));
             }
         }
         resets
     }
 
     fn head_pending(&self) -> bool {
-        let mid_frame = self.head_len > 0 || self.payload_left > 0;
-        self.preface > 0 || self.block_open || (mid_frame && self.kind != DATA)
+        self.preface > 0 || self.block_open || (self.split.mid_frame() && self.kind != DATA)
     }
 }
 
@@ -211,9 +232,7 @@ impl H2Frames {
 /// the DATA frames that went out. Published to `ConnState` for the watchdog.
 #[derive(Default)]
 struct Sending {
-    head: [u8; 9],
-    head_len: usize,
-    payload_left: u32,
+    split: Splitter,
     /// At most the peer's concurrent streams (hyper allows 200).
     open: Vec<u32>,
 }
@@ -222,24 +241,8 @@ impl Sending {
     fn feed(&mut self, mut bytes: &[u8], state: &ConnState) {
         let before = self.open.len();
         let mut data_frames = 0u64;
-        while !bytes.is_empty() {
-            if self.payload_left > 0 {
-                let take = (self.payload_left as usize).min(bytes.len());
-                self.payload_left -= take as u32;
-                bytes = &bytes[take..];
-                continue;
-            }
-            let take = (9 - self.head_len).min(bytes.len());
-            self.head[self.head_len..self.head_len + take].copy_from_slice(&bytes[..take]);
-            self.head_len += take;
-            bytes = &bytes[take..];
-            if self.head_len < 9 {
-                break;
-            }
-            self.head_len = 0;
-            let h = &self.head;
-            self.payload_left = u32::from_be_bytes([0, h[0], h[1], h[2]]);
-            let (kind, flags, id) = (h[3], h[4], stream_id(h));
+        while let Some(h) = self.split.next(&mut bytes) {
+            let (kind, flags, id) = (h[3], h[4], stream_id(&h));
             if kind == DATA {
                 data_frames += 1;
             }

@@ -1,7 +1,7 @@
 //! One TLS connection: the handshake, then the protocol ALPN chose, over the decrypted
 //! stream. The connection's watchdog bounds the handshake: until the first decrypted
 //! byte arrives the connection counts as one that has sent nothing, so the header
-//! timeout ends a handshake that never completes.
+//! timeout ends a handshake that never completes, and starts again when it completes.
 
 use super::TlsSite;
 use crate::conn;
@@ -34,6 +34,9 @@ pub(crate) async fn drive_tls(stream: TcpStream, site: Arc<TlsSite>, state: Arc<
         }
     };
     run.counters.tls_handshakes.fetch_add(1, Relaxed);
+    // The handshake counts as activity: the first request head gets a header timeout of
+    // its own, as on a plain connection, instead of what a slow handshake left of it.
+    state.events.fetch_add(1, Relaxed);
     let is_h2 = cfg!(feature = "http2") && tls.get_ref().1.alpn_protocol() == Some(b"h2");
     let io = FlushWatch { inner: tls, state: state.clone() };
     conn::drive(conn::stream::Stream::Tls(Box::new(io)), is_h2, state, run, shutdown, polite).await

@@ -68,7 +68,13 @@ pub type Tls = rustls::StreamOwned<rustls::ClientConnection, TcpStream>;
 
 /// A blocking TLS connection to 127.0.0.1:port, asking for `name` (SNI), handshake done.
 pub fn connect(ca: &Ca, port: u16, name: &str, alpn: &[&[u8]]) -> std::io::Result<Tls> {
+    connect_after(ca, port, name, alpn, Duration::ZERO)
+}
+
+/// As `connect`, waiting `pause` between the TCP connect and the handshake (a slow client).
+pub fn connect_after(ca: &Ca, port: u16, name: &str, alpn: &[&[u8]], pause: Duration) -> std::io::Result<Tls> {
     let tcp = TcpStream::connect(("127.0.0.1", port))?;
+    std::thread::sleep(pause);
     tcp.set_read_timeout(Some(Duration::from_secs(10)))?;
     let server_name = rustls::pki_types::ServerName::try_from(name.to_owned()).unwrap();
     let conn = rustls::ClientConnection::new(client_config(ca, alpn), server_name).unwrap();

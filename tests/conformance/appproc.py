@@ -13,6 +13,10 @@ import pytest
 REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 START_TIMEOUT_S = 30
 STOP_TIMEOUT_S = 10
+
+
+def _default_sigint():
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 LISTEN_RE = re.compile(r"^listening on http://127\.0\.0\.1:(\d+)\s*$")
 
 
@@ -34,10 +38,14 @@ class App:
         self.stderr_file = tempfile.NamedTemporaryFile(prefix="ember_app_", suffix=".err", delete=False)
         self.stdout_lines = []
         try:
-            # restore_signals (default) gives the app default SIGPIPE handling, like a shell would
+            # restore_signals (default) gives the app default SIGPIPE handling, like a shell
+            # would. SIGINT is made default too: a suite started in the background of a
+            # script inherits it ignored, and a shell wrapper (tests/windows/wine_app.sh)
+            # cannot trap a signal ignored at its start, so the app never saw its Ctrl+C.
             self.proc = subprocess.Popen(self.argv, cwd=REPO_ROOT, stdin=subprocess.DEVNULL,
                                          stdout=subprocess.PIPE, stderr=self.stderr_file,
-                                         env=dict(os.environ, **self.extra_env), start_new_session=True)
+                                         env=dict(os.environ, **self.extra_env), start_new_session=True,
+                                         preexec_fn=_default_sigint)
         except OSError as e:
             pytest.fail("could not start EMBER_APP %r: %s" % (self.cmdline, e), pytrace=False)
         first = []

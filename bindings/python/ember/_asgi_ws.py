@@ -84,21 +84,15 @@ class _WebSocketCycle:
         except BaseException:
             log.exception("Exception in ASGI application (websocket %s)", self.scope["path"])
             try:
-                if ws.state == OPENING:
-                    ws._refuse(500, b"Internal Server Error", None)
-                elif ws.state == OPEN:
-                    ws._close(1011, "")
+                ws._end(failed=True)
             except BaseException:
                 pass
             raise _ended(ws)
         if result is not None:
             log.error("ASGI callable should return None, but returned %r", result)
         try:
-            if ws.state == OPENING:
-                # Returned without accepting: refused, as websocket.close would have.
-                ws._refuse(403, b"", None)
-            elif ws.state == OPEN:
-                ws._close(1000, "")
+            # Returned without accepting: refused, as websocket.close would have.
+            ws._end(failed=False)
         except BaseException:
             log.exception("ember: ending an ASGI WebSocket failed")
         raise _ended(ws)

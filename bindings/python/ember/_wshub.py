@@ -12,7 +12,7 @@ from typing import Any
 from . import _lib
 from .errors import EmberError, WebSocketClosed
 from .request import Request
-from .websocket import OPEN, OPENING, AsyncWebSocket, Endpoint, WebSocket, _WsBase, encode_message
+from .websocket import OPENING, AsyncWebSocket, Endpoint, WebSocket, _WsBase, encode_message
 
 log = logging.getLogger("ember")
 
@@ -30,18 +30,12 @@ async def _run_async(ws: AsyncWebSocket) -> None:
     except BaseException:
         log.exception("ember: WebSocket handler for %s raised", ws.request.raw_path)
         try:
-            if ws.state == OPENING:
-                ws._refuse(500, b"Internal Server Error", None)
-            elif ws.state == OPEN:
-                ws._close(1011, "")
+            ws._end(failed=True)
         except BaseException:
             pass
         return
     try:
-        if ws.state == OPENING:
-            ws._refuse(403, b"", None)
-        elif ws.state == OPEN:
-            ws._close(1000, "")
+        ws._end(failed=False)
     except BaseException:
         log.exception("ember: ending a WebSocket failed")
 

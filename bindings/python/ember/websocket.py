@@ -184,6 +184,14 @@ class _WsBase:
         if rc != _OK and rc not in (_lib.ERR_CLIENT_GONE, _lib.ERR_TIMED_OUT, _lib.ERR_ALREADY_ANSWERED):
             log.error("ember: refusing a WebSocket upgrade failed: %s: %s", _lib.result_name(rc), _lib.last_error())
 
+    def _end(self, failed: bool) -> None:
+        """Ends the connection after its handler returned (refused 403 if it never
+        accepted, else closed 1000) or raised (500, 1011). May raise like _refuse/_close."""
+        if self.state == OPENING:
+            self._refuse(500 if failed else 403, b"Internal Server Error" if failed else b"", None)
+        elif self.state == OPEN:
+            self._close(1011 if failed else 1000, "")
+
     def _close(self, code: int, reason: str) -> None:
         raw = reason.encode("utf-8")
         rc = L.ember_ws_close(self.id, code, raw, len(raw))
