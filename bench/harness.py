@@ -181,6 +181,14 @@ def all_targets() -> list[Target]:
                     lambda p, w, d: ["mono", str(ROOT / "bindings" / "dotnet" / "bin" / "EmberAspNet.exe"),
                                      "--root", str(ASPNET_SITE), "--quiet", "--warmup", "/Hello.ashx", "0"],
                     env=_ember_env("pool"), quick=True, ready_timeout=120.0, stop_timeout=20.0, path="/Hello.ashx"))
+    # The same host with the first design's bridge (one remoting call per request into the
+    # application's domain), to measure the direct bridge against it in one run.
+    T.append(Target("ember-aspnet-remoting", "Ember ASP.NET host, remoting bridge (EMBER_ASPNET_BRIDGE=remoting)", "aspnet",
+                    ["ember-lib", "aspnet-host"],
+                    lambda p, w, d: ["mono", str(ROOT / "bindings" / "dotnet" / "bin" / "EmberAspNet.exe"),
+                                     "--root", str(ASPNET_SITE), "--quiet", "--warmup", "/Hello.ashx", "0"],
+                    env=lambda w: dict(_ember_env("pool")(w), EMBER_ASPNET_BRIDGE="remoting"),
+                    ready_timeout=120.0, stop_timeout=20.0, path="/Hello.ashx"))
     T.append(Target("httplistener-aspnet", "HttpListener + HttpRuntime (System.Web .ashx)", "aspnet",
                     ["httplistener-aspnet"],
                     lambda p, w, d: ["mono", str(d / "site" / "bin" / "HttpListenerAspNet.exe"), str(d / "site"), str(p)],

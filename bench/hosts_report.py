@@ -26,6 +26,9 @@ PAIRS = [
     ("Flask route: Ember WSGI ÷ gunicorn (sync)", "ember-wsgi-flask", "gunicorn-flask", 2.0),
     ("Flask route: Ember WSGI ÷ granian WSGI", "ember-wsgi-flask", "granian-wsgi-flask", None),
     ("ASP.NET .ashx: EmberAspNet ÷ HttpListener + HttpRuntime", "ember-aspnet", "httplistener-aspnet", 3.0),
+    ("ASP.NET .ashx: EmberAspNet direct bridge ÷ its remoting bridge", "ember-aspnet", "ember-aspnet-remoting", None),
+    ("ASP.NET .ashx: EmberAspNet remoting bridge ÷ HttpListener + HttpRuntime", "ember-aspnet-remoting",
+     "httplistener-aspnet", None),
 ]
 LADDER_PAIRS = [("ASP.NET ladder: EmberAspNet ÷ HttpListener + HttpRuntime", "ember-aspnet",
                  "httplistener-aspnet", 3.0)]

@@ -3,15 +3,20 @@
 # Sizes are not timings: this may run on a busy machine and in CI.
 #
 #   bench/sizes.sh            build what is missing, measure, write bench/results/sizes.md
-#   bench/sizes.sh --check    CI: skip the nightly build, write target/sizes.md instead, and fail
-#                             if the full library passes 3.6 MiB (a regression guard over
-#                             today's 3.56 MiB: with TLS it misses the 2.5 MB goal, see README, Size)
+#                             (also one release build per cargo feature, and the crates and
+#                             features that weigh in the full and the minimal library:
+#                             bench/size_crates.py on unstripped builds)
+#   bench/sizes.sh --check    CI: skip the nightly, per-feature and symbol builds, write
+#                             target/sizes.md instead, and fail if the full library passes
+#                             3.6 MiB or the minimal one 1.45 MiB (regression guards over
+#                             today's sizes; the goals are missed, see README, Size)
 #
 # Builds (each stripped by its Cargo profile; `strip = true`):
-#   full     cargo build --release                                       (HTTP/1.1 + HTTP/2)
+#   full     cargo build --release                                       (default features)
 #   minimal  cargo build --profile minimal --no-default-features          (HTTP/1.1 only, opt-level z)
 #   minimal, nightly std  the same with `-Z build-std` (std rebuilt for size, no backtrace
 #            symbolizer, no panic location strings, packed relocations; still panic = "unwind")
+#   per feature  cargo build --release --no-default-features --features <f>   (release profile)
 #   ember.dll x64 / x86 (scripts/windows.sh build), the managed Ember.dll, bare hyper.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -52,21 +57,46 @@ full=$(size_of target/release/libember.so)
 minimal=$(size_of "$minimal_so")
 rows=()
 row() { rows+=("| $1 | $(kb "$2") | $2 | $3 |"); }
-row "libember.so, full (default features: HTTP/1.1 + HTTP/2, gzip, TLS), release" "$full" "stripped: $(stripped target/release/libember.so)"
+row "libember.so, full (default features: HTTP/1.1 + HTTP/2, TLS, WebSocket, static files, gzip), release" "$full" "stripped: $(stripped target/release/libember.so)"
 if [[ $check -eq 0 ]]; then
-    cargo build -j2 --release --no-default-features --features http2,gzip --lib --target-dir target/notls
-    row "libember.so, full without TLS (\`--no-default-features --features http2,gzip\`)" "$(size_of target/notls/release/libember.so)" "stripped: yes"
+    cargo build -j2 --release --no-default-features --features http2,ws,static,gzip --lib --target-dir target/notls
+    row "libember.so, full without TLS (\`--no-default-features --features http2,ws,static,gzip\`)" "$(size_of target/notls/release/libember.so)" "stripped: yes"
 fi
-row "libember.so, minimal (HTTP/1.1 only), \`--profile minimal --no-default-features\`" "$minimal" "stripped: $(stripped "$minimal_so"); stable toolchain"
+row "libember.so, minimal (HTTP/1.1 only: no HTTP/2, TLS, WebSocket, static files, compression), \`--profile minimal --no-default-features\`" "$minimal" "stripped: $(stripped "$minimal_so"); stable toolchain"
 if [[ -n "$nightly_so" ]]; then
     nightly=$(size_of "$nightly_so")
     row "libember.so, minimal, nightly \`-Z build-std\` (std for size)" "$nightly" "stripped: $(stripped "$nightly_so"); needs glibc 2.36 (packed relocations)"
+fi
+# What each cargo feature adds: the release profile with that feature alone, against none.
+feature_rows=()
+if [[ $check -eq 0 ]]; then
+    base=""
+    for f in none http2 tls ws static gzip brotli mime-db; do
+        args=(--no-default-features)
+        [[ $f != none ]] && args+=(--features "$f")
+        cargo build -j2 --release "${args[@]}" --lib --target-dir target/features
+        b=$(size_of target/features/release/libember.so)
+        [[ $f == none ]] && base=$b
+        feature_rows+=("| \`$f\` | $b | $( [[ $f == none ]] && echo — || echo "+$((b - base))" ) |")
+    done
 fi
 row "ember.dll x64 (full, x86_64-pc-windows-gnu)" "$(size_of target/windows/x64/ember.dll)" "stripped by the profile"
 row "ember.dll x86 (full, i686-pc-windows-gnu)" "$(size_of target/windows/x86/ember.dll)" "stripped by the profile"
 row "Ember.dll, the managed .NET binding" "$(size_of bindings/dotnet/bin/Ember.dll)" "IL; needs the native engine beside it"
 row "bare hyper hello server (bench/hyper_hello.rs), executable" "$(size_of target/release/bench-hyper)" "same profile; tokio + hyper http1, no FFI"
 row "PicoServer.dll (quoted, not measured here)" "51200" "a managed layer over the .NET runtime's HttpListener"
+
+# Which crates weigh: the symbol tables of unstripped builds of the same two libraries
+# (bench/size_crates.py; stripping them gives the bytes above).
+bloat_full=""
+bloat_min=""
+if [[ $check -eq 0 ]]; then
+    CARGO_PROFILE_RELEASE_STRIP=false cargo build -j2 --release --lib --target-dir target/symbols
+    CARGO_PROFILE_RELEASE_STRIP=false CARGO_PROFILE_MINIMAL_STRIP=false cargo build -j2 \
+        --profile minimal --no-default-features --lib --target-dir target/symbols
+    bloat_full=$(python3 bench/size_crates.py target/symbols/release/libember.so 30)
+    bloat_min=$(python3 bench/size_crates.py target/symbols/minimal/libember.so 30)
+fi
 
 {
     echo "# Binary sizes"
@@ -82,6 +112,32 @@ row "PicoServer.dll (quoted, not measured here)" "51200" "a managed layer over t
     echo "Minimal: $(kb "$minimal") on stable$( [[ -n "$nightly_so" ]] && echo ", $(kb "$nightly") with nightly build-std" )"
     echo "($( [[ $minimal -le 614400 || ( -n "$nightly_so" && ${nightly:-999999999} -le 614400 ) ]] && echo met || echo "missed: see README, Size" ))."
     echo
+    if [[ ${#feature_rows[@]} -gt 0 ]]; then
+        echo "## Each cargo feature alone (release profile, \`--no-default-features --features <f>\`)"
+        echo
+        echo "| feature | bytes | over none |"
+        echo "|---|---|---|"
+        printf '%s\n' "${feature_rows[@]}"
+        echo
+        echo "Features together cost a little less than the sum (std, tokio and hyper code they share)."
+        echo
+    fi
+    if [[ -n "$bloat_full" ]]; then
+        echo "## Where the bytes go (bench/size_crates.py: symbols of unstripped builds, by crate and feature)"
+        echo
+        echo "Full (\`CARGO_PROFILE_RELEASE_STRIP=false cargo build --release\`):"
+        echo
+        echo '```'
+        echo "$bloat_full"
+        echo '```'
+        echo
+        echo "Minimal (the same, \`--profile minimal --no-default-features\`):"
+        echo
+        echo '```'
+        echo "$bloat_min"
+        echo '```'
+        echo
+    fi
     echo "PicoServer's DLL is tens of KB because the HTTP server it wraps (HttpListener) is part of the"
     echo ".NET runtime; Ember's managed Ember.dll is the comparable file, and the native engine carries"
     echo "its own HTTP/1.1 and HTTP/2 stack, tokio and the Rust standard library."
@@ -92,4 +148,7 @@ if [[ $check -eq 1 ]]; then
     # The goal (2.5 MB) is reported above; what fails CI is growth past where TLS and the
     # per-crate opt-levels of Cargo.toml put it (3,728,256 bytes on 2026-12-03).
     [[ $full -le 3774873 ]] || { echo "sizes: full library $full bytes > 3.6 MiB"; exit 1; }
+    # The minimal library without WebSocket, static files and compression: 1,457,744 bytes
+    # on 2026-12-03 (1,708,416 when they were always in).
+    [[ $minimal -le 1520435 ]] || { echo "sizes: minimal library $minimal bytes > 1.45 MiB"; exit 1; }
 fi

@@ -694,6 +694,13 @@ typedef struct ember_ws_handlers {
  */
 #define EMBER_ERR_TOO_LARGE -15
 
+/**
+ * This library was built without the cargo feature the function needs (a minimal build
+ * has no WebSocket, static files, TLS …); the message names the feature. The function
+ * exists in every build so that one header serves them all.
+ */
+#define EMBER_ERR_UNSUPPORTED -16
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -1160,8 +1167,9 @@ ember_result ember_server_stats(const struct ember_server *server,
  * `flags`: `EMBER_STATIC_*` (`EMBER_STATIC_DEFAULT` is a good start; 0 = none of them).
  * `cache_control`: the `Cache-Control` of every answer from this mount ("max-age=3600",
  * "no-cache"); NULL for none. `folder` must exist (`EMBER_ERR_INVALID_ARG` names it
- * otherwise); a second mount at the same prefix is `EMBER_ERR_ROUTE`. Before start only.
- * Strings are copied.
+ * otherwise); a second mount at the same prefix is `EMBER_ERR_ROUTE`;
+ * `EMBER_ERR_UNSUPPORTED` in a library built without the `static` feature (the minimal
+ * one). Before start only. Strings are copied.
  */
 ember_result ember_server_static(struct ember_server *server,
                                  const char *prefix,
@@ -1309,7 +1317,7 @@ ember_result ember_tls_config_free(struct ember_tls_config *tls_config);
  *
  * Errors: `EMBER_ERR_INVALID_ARG` with the file named when a file cannot be read, holds
  * no certificate or key, or the key does not belong to the certificate;
- * `EMBER_ERR_STATE` in a library built without TLS. Paths are UTF-8 and copied;
+ * `EMBER_ERR_UNSUPPORTED` in a library built without TLS. Paths are UTF-8 and copied;
  * `ember_server_tls_reload` reads the same files again.
  */
 ember_result ember_tls_config_add_cert_files(struct ember_tls_config *tls_config,
@@ -1338,7 +1346,7 @@ ember_result ember_tls_config_add_cert_pem(struct ember_tls_config *tls_config,
  * timeout also bounds the handshake. Before start only.
  *
  * Errors: `EMBER_ERR_INVALID_ARG` for a bad address, unknown flags or a configuration
- * without certificates; `EMBER_ERR_STATE` after start or in a library built without TLS.
+ * without certificates; `EMBER_ERR_STATE` after start; `EMBER_ERR_UNSUPPORTED` in a library built without TLS.
  */
 ember_result ember_server_listen_tls(struct ember_server *server,
                                      const char *address,
@@ -1366,7 +1374,8 @@ ember_result ember_server_tls_set(struct ember_server *server,
 /**
  * Registers a WebSocket endpoint on `pattern` (route syntax; GET upgrades on HTTP/1.1).
  * A plain GET there gets 426. Its connections join the group named `pattern`. Before
- * start only.
+ * start only. `EMBER_ERR_UNSUPPORTED` in a library built without the `ws` feature (the
+ * minimal one); every `ember_ws_*` function there fails the same way.
  *
  * Ownership: `handlers` is copied. On success the engine holds `user_data` and calls
  * `release` (NULL is fine) exactly once when it no longer needs it (after stop, or at

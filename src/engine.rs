@@ -21,7 +21,9 @@ pub(crate) struct Run {
     #[cfg(feature = "http2")]
     pub http2: hyper::server::conn::http2::Builder<hyper_util::rt::TokioExecutor>,
     /// Turns true when the server stops (WebSocket tasks close with 1001).
+    #[cfg_attr(not(feature = "ws"), allow(dead_code))]
     pub shutdown: tokio::sync::watch::Receiver<bool>,
+    #[cfg(feature = "ws")]
     pub hub: Arc<crate::ws::Hub>,
     pub health: crate::health::Health,
     pub trusted: crate::proxy::Trusted,
@@ -69,6 +71,7 @@ impl Run {
             #[cfg(feature = "http2")]
             http2,
             shutdown,
+            #[cfg(feature = "ws")]
             hub: Arc::default(),
             health: crate::health::Health::new(health_path),
             trusted,

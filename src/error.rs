@@ -24,6 +24,8 @@ pub enum ErrorKind {
     WouldBlock,
     /// A streamed request body passed the body limit; the engine answered 413.
     TooLarge,
+    /// The library was built without the cargo feature this needs (`Error::unsupported`).
+    Unsupported,
 }
 
 /// An error kind with a message written for the person reading the log.
@@ -36,6 +38,15 @@ pub struct Error {
 impl Error {
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
         Error { kind, message: message.into() }
+    }
+}
+
+impl Error {
+    /// What a function of a feature left out of this build says (the minimal library
+    /// has no `ws`, `static`, `tls`, `http2` …): the C function exists in every build, so
+    /// the header is one header, and fails with this.
+    pub fn unsupported(feature: &str, what: &str) -> Self {
+        Error::new(ErrorKind::Unsupported, format!("this library was built without the `{feature}` feature ({what}); rebuild with `--features {feature}`"))
     }
 }
 

@@ -42,6 +42,11 @@ pub(crate) struct FileBody {
 }
 
 impl FileBody {
+    /// The answer's in-flight marker rides with the body until hyper took its last byte.
+    pub(crate) fn set_in_flight(&mut self, in_flight: InFlight) {
+        self.in_flight = Some(in_flight);
+    }
+
     /// `len` bytes from `offset`; through `encoder` when given.
     pub fn new(file: File, offset: u64, len: u64, encoder: Option<Encoder>) -> FileBody {
         let compressed = encoder.is_some();

@@ -12,7 +12,9 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::filter::FilterConfig;
 use crate::request::Answer;
 use crate::server::Server;
+#[cfg(feature = "static")]
 use crate::static_files::Mount;
+#[cfg(feature = "static")]
 use crate::static_serve::{self, StaticRequest};
 use http::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_LENGTH, ETAG, ORIGIN, TRANSFER_ENCODING};
 use hyper::body::Incoming;
@@ -21,6 +23,7 @@ use std::sync::Arc;
 /// Everything configured before start.
 #[derive(Clone, Default)]
 pub struct FrontConfig {
+    #[cfg(feature = "static")]
     pub mounts: Vec<Arc<Mount>>,
     pub compress: CompressConfig,
     /// The output cache's memory cap; 0 = no cache.
@@ -32,9 +35,10 @@ pub struct FrontConfig {
 
 impl std::fmt::Debug for FrontConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FrontConfig")
-            .field("mounts", &self.mounts)
-            .field("compress", &self.compress)
+        let mut d = f.debug_struct("FrontConfig");
+        #[cfg(feature = "static")]
+        d.field("mounts", &self.mounts);
+        d.field("compress", &self.compress)
             .field("cache_bytes", &self.cache_bytes)
             .field("cors", &self.cors.len())
             .field("filter", &!self.filter.is_empty())
@@ -44,6 +48,7 @@ impl std::fmt::Debug for FrontConfig {
 
 /// The running form of `FrontConfig`.
 pub(crate) struct Front {
+    #[cfg(feature = "static")]
     mounts: Vec<Arc<Mount>>,
     compress: CompressConfig,
     pub cache: Option<Arc<Cache>>,
@@ -54,14 +59,21 @@ pub(crate) struct Front {
 impl Front {
     /// None when nothing is configured: the request path then skips the front entirely.
     pub fn build(cfg: &FrontConfig) -> Option<Arc<Front>> {
-        let empty = cfg.mounts.is_empty() && cfg.compress.codings == 0 && cfg.cache_bytes == 0 && cfg.cors.is_empty() && cfg.filter.is_empty();
+        #[cfg(feature = "static")]
+        let no_mounts = cfg.mounts.is_empty();
+        #[cfg(not(feature = "static"))]
+        let no_mounts = true;
+        let empty = no_mounts && cfg.compress.codings == 0 && cfg.cache_bytes == 0 && cfg.cors.is_empty() && cfg.filter.is_empty();
         if empty {
             return None;
         }
+        #[cfg(feature = "static")]
         let mut mounts = cfg.mounts.clone();
         // The most specific mount first.
+        #[cfg(feature = "static")]
         mounts.sort_by_key(|m| std::cmp::Reverse(m.prefix.len()));
         Some(Arc::new(Front {
+            #[cfg(feature = "static")]
             mounts,
             compress: cfg.compress.clone(),
             cache: (cfg.cache_bytes > 0).then(|| Arc::new(Cache::new(cfg.cache_bytes, cfg.cache_keys.clone()))),
@@ -127,6 +139,7 @@ pub(crate) async fn enter(run: &Run, conn: &ConnState, req: &http::Request<Incom
             return Entry::Answered(a);
         }
     }
+    #[cfg(feature = "static")]
     if let Some((mount, rest)) = front.mounts.iter().find_map(|m| m.claims(path).map(|r| (m, r))) {
         let sreq = StaticRequest { method, path, query: uri.query(), headers, codings: ctx.codings, min_bytes: front.compress.min_bytes };
         // Boxed: the file-serving future is large, and inlined here it would be copied
@@ -238,6 +251,17 @@ impl Server {
     /// Serves the files under `folder` at `prefix` (see `static_files` for `flags`);
     /// `cache_control`: the Cache-Control value of its answers (None: none).
     pub fn mount_static(&self, prefix: &str, folder: &str, flags: u32, cache_control: Option<&str>) -> Result<()> {
+        #[cfg(not(feature = "static"))]
+        {
+            let _ = (prefix, folder, flags, cache_control);
+            Err(Error::unsupported("static", "no static files"))
+        }
+        #[cfg(feature = "static")]
+        self.mount_static_files(prefix, folder, flags, cache_control)
+    }
+
+    #[cfg(feature = "static")]
+    fn mount_static_files(&self, prefix: &str, folder: &str, flags: u32, cache_control: Option<&str>) -> Result<()> {
         let mount = Arc::new(Mount::new(prefix, folder, flags, cache_control)?);
         before_start(self, |c| {
             if c.mounts.iter().any(|m| m.prefix == mount.prefix) {

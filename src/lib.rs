@@ -10,12 +10,22 @@ mod body;
 pub mod cache;
 pub mod compress;
 pub mod cors;
+// Static files (cargo feature `static`). Without it no answer is a file; `file_body_off`
+// keeps the answer's shape with a type nothing can build.
+#[cfg(feature = "static")]
 mod file_body;
+#[cfg(not(feature = "static"))]
+#[path = "file_body_off.rs"]
+mod file_body;
+#[cfg(feature = "static")]
 mod mime_types;
 pub mod filter;
 pub mod front;
+#[cfg(feature = "static")]
 pub mod static_files;
+#[cfg(feature = "static")]
 mod static_cache;
+#[cfg(feature = "static")]
 mod static_serve;
 pub mod config;
 mod conn;
@@ -26,6 +36,7 @@ pub mod exchange;
 pub mod error;
 pub mod ffi;
 pub mod handler;
+#[cfg(feature = "ws")]
 mod handles;
 mod health;
 pub mod proxy;

@@ -162,6 +162,10 @@ impl Server {
 
     /// A route to any endpoint: a handler that reads its body in pieces, a WebSocket.
     pub fn route_to(&self, method: Option<Method>, pattern: &str, endpoint: Endpoint) -> Result<()> {
+        #[cfg(not(feature = "ws"))]
+        if let Endpoint::WebSocket(_) = endpoint {
+            return Err(crate::ws::unsupported());
+        }
         self.configure(|_, r, _| r.add(method, pattern, endpoint))
     }
 
@@ -176,11 +180,19 @@ impl Server {
     /// Sends one message to every connection in `group` (a route pattern, or a name
     /// connections joined), except `except` (0 = none). The frame is encoded once.
     pub fn broadcast(&self, group: &str, kind: crate::ws::Kind, data: &[u8], except: u64) -> Result<crate::ws::Broadcast> {
-        let hub = match &*self.phase.lock() {
-            Phase::Running(r) => r.run.hub.clone(),
-            _ => return Err(Error::new(ErrorKind::State, "broadcast: the server is not running")),
-        };
-        Ok(hub.broadcast(group, &crate::ws::encode(kind, data), except))
+        #[cfg(not(feature = "ws"))]
+        {
+            let _ = (group, kind, data, except);
+            Err(crate::ws::unsupported())
+        }
+        #[cfg(feature = "ws")]
+        {
+            let hub = match &*self.phase.lock() {
+                Phase::Running(r) => r.run.hub.clone(),
+                _ => return Err(Error::new(ErrorKind::State, "broadcast: the server is not running")),
+            };
+            Ok(hub.broadcast(group, &crate::ws::encode(kind, data), except))
+        }
     }
 
     pub fn stats(&self) -> Stats {

@@ -3,7 +3,9 @@
 
 use crate::body;
 use crate::connstate::{BodyBudget, ConnState};
-use crate::dispatch::{Job, Mailbox, Submit};
+use crate::dispatch::{Job, Submit};
+#[cfg(feature = "ws")]
+use crate::dispatch::Mailbox;
 use crate::engine::Run;
 use crate::error::ErrorKind;
 use crate::exchange::{Event, Exchange};
@@ -14,12 +16,15 @@ use crate::registry;
 use crate::request::{Answer, Parts, RequestData};
 use crate::response::canned;
 use crate::router::{Endpoint, Match};
+#[cfg(feature = "ws")]
 use crate::ws::{self, UpgradeCheck, WsConn};
 use bytes::Bytes;
 use http::header::{HeaderValue, ALLOW, CONTENT_LENGTH};
 use http::{Method, Version};
 use hyper::body::{Body, Incoming};
 use std::sync::atomic::Ordering::Relaxed;
+#[cfg(not(feature = "ws"))]
+use std::convert::Infallible;
 use std::sync::Arc;
 use tokio::sync::oneshot;
 
@@ -71,7 +76,11 @@ pub(crate) fn handle(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<I
     }
 }
 
+#[cfg(feature = "ws")]
 type Upgrade = Option<(Arc<WsConn>, hyper::upgrade::OnUpgrade)>;
+/// Without the `ws` feature no WebSocket route exists, so no upgrade is ever taken.
+#[cfg(not(feature = "ws"))]
+type Upgrade = Option<Infallible>;
 
 /// The usual request without waiting: no body, a plain handler, answered while it ran.
 /// Anything else goes on, boxed, from the point where it has to wait.
@@ -129,7 +138,7 @@ fn route<'r>(run: &'r Run, parts: &http::request::Parts) -> Result<(&'r Endpoint
     if let Some(a) = run.observe.as_ref().and_then(|o| o.metrics_answer(&parts.method, parts.uri.path(), &run.counters)) {
         return Err(a);
     }
-    let upgrade = ws::wants_upgrade(&parts.headers);
+    let upgrade = crate::ws::wants_upgrade(&parts.headers);
     let (endpoint, route, params) = match run.router.find(&parts.method, parts.uri.path(), upgrade) {
         Match::Found { endpoint, route, params } => (endpoint, route, params),
         Match::NotFound => return Err(canned(404, false)),
@@ -196,11 +205,14 @@ fn request_data(
 /// Every request the fast path does not finish: the front's, those with a body, WebSocket
 /// upgrades. `declared`: the request's Content-Length.
 async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incoming>, declared: Option<u64>) -> (Answer, Upgrade) {
+    // Mutable for the WebSocket upgrade's extension.
+    #[cfg_attr(not(feature = "ws"), allow(unused_mut))]
     let (mut parts, body) = req.into_parts();
     let (endpoint, route, params) = match route(run, &parts) {
         Ok((endpoint, route, params)) => (endpoint.clone(), route, params),
         Err(a) => return (a, None),
     };
+    #[cfg(feature = "ws")]
     let ws_route = match &endpoint {
         Endpoint::WebSocket(r) => match ws::check_upgrade(&parts.method, parts.version, &parts.headers) {
             UpgradeCheck::Valid(_) if r.connections() >= run.limits.ws_max_connections => return (busy(), None),
@@ -215,6 +227,9 @@ async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incomi
         },
         Endpoint::Http { .. } => None,
     };
+    // No WebSocket route can be registered without the feature (`Server::route_to`).
+    #[cfg(not(feature = "ws"))]
+    let ws_route: Option<()> = None;
     if too_large(run, &endpoint, declared) {
         return (canned(413, true), None);
     }
@@ -244,6 +259,7 @@ async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incomi
     });
 
     let ws_conn = match (&endpoint, ws_route) {
+        #[cfg(feature = "ws")]
         (Endpoint::WebSocket(_), Some((route, accept))) => {
             let mailbox = Mailbox::new(&run.dispatcher);
             let ws = WsConn::open(run.server_id, id, route, run.hub.clone(), mailbox.clone(), run.limits.ws_queue_bytes);
@@ -266,8 +282,13 @@ async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incomi
     };
 
     // Dropped while the open callback decides (client gone, stop): the handle ends.
+    #[cfg(feature = "ws")]
     let _opening = ws_conn.as_ref().map(|(ws, _)| AbandonOnDrop(ws.clone()));
+    #[cfg_attr(not(feature = "ws"), allow(unused_mut))]
     let mut answer = wait(run, &mut pending, rx, inbox.as_deref()).await;
+    #[cfg(not(feature = "ws"))]
+    let upgrade: Upgrade = ws_conn;
+    #[cfg(feature = "ws")]
     let upgrade = match ws_conn {
         Some((ws, accept)) if answer.status == 101 => match parts.extensions.remove::<hyper::upgrade::OnUpgrade>() {
             Some(on_upgrade) => {
@@ -288,8 +309,10 @@ async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incomi
     (answer, upgrade)
 }
 
+#[cfg(feature = "ws")]
 struct AbandonOnDrop(Arc<WsConn>);
 
+#[cfg(feature = "ws")]
 impl Drop for AbandonOnDrop {
     fn drop(&mut self) {
         self.0.abandon();
@@ -357,6 +380,7 @@ fn busy() -> Answer {
     a
 }
 
+#[cfg(feature = "ws")]
 /// A plain request to a WebSocket route, or an unsupported WebSocket version.
 fn upgrade_required() -> Answer {
     let mut a = canned(426, false);

@@ -25,9 +25,16 @@ use std::time::{Duration, Instant};
 const HANDSHAKE: &[u8] = b"GET /ws HTTP/1.1\r\nHost: fuzz\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
 Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n";
 
+static SERVER: OnceLock<(Arc<Server>, u16)> = OnceLock::new();
+
+/// What the server counted, for a failure's message: whether the connection was accepted
+/// and whether a request started on it tell where a missing answer got lost.
+fn server_stats() -> String {
+    SERVER.get().map_or_else(String::new, |(s, _)| format!("{:?}", s.stats()))
+}
+
 fn server_port() -> u16 {
-    static PORT: OnceLock<(Arc<Server>, u16)> = OnceLock::new();
-    PORT.get_or_init(|| {
+    SERVER.get_or_init(|| {
         unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
         let s = Arc::new(Server::new());
         s.listen("127.0.0.1:0").unwrap();
@@ -74,8 +81,14 @@ fn connect(port: u16) -> TcpStream {
 /// other work: a 5 s wait mistook the starved process's delay for an unanswered handshake.
 const LIVENESS: Duration = Duration::from_secs(30);
 
-fn silence(closed: bool) -> &'static str {
-    if closed { "the server closed the connection" } else { "nothing within the wait" }
+fn silence(closed: bool) -> String {
+    let how = if closed { "the server closed the connection" } else { "nothing within the wait" };
+    format!("{how}; last read error: {:?}; server: {}", LAST_ERROR.with(|e| e.take()), server_stats())
+}
+
+thread_local! {
+    /// The error that ended the last read (a reset tells the kernel's doing from a close).
+    static LAST_ERROR: std::cell::Cell<Option<std::io::ErrorKind>> = const { std::cell::Cell::new(None) };
 }
 
 /// Upgrades `c` and returns what followed the 101 head (nothing, normally).
@@ -107,10 +120,19 @@ fn read_for(c: &mut TcpStream, cap: Duration, quiet: Duration, done: impl Fn(&[u
         let wait = if out.is_empty() { left } else { quiet.min(left) };
         c.set_read_timeout(Some(wait.max(Duration::from_millis(1)))).unwrap();
         match c.read(&mut buf) {
-            Ok(0) => return (out, true),
+            Ok(0) => {
+                LAST_ERROR.with(|l| l.set(None));
+                return (out, true);
+            }
             Ok(n) => out.extend_from_slice(&buf[..n]),
+            // libFuzzer's -timeout watchdog is a SIGALRM every few seconds: a read it
+            // interrupts is retried, not taken for the server closing (it was, 4 times).
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => return (out, false),
-            Err(_) => return (out, true),
+            Err(e) => {
+                LAST_ERROR.with(|l| l.set(Some(e.kind())));
+                return (out, true);
+            }
         }
     }
 }

@@ -286,6 +286,11 @@ static int setup_extras(ember_server *server, ember_result *rc) {
 
 #define TRY(what, call) do { ember_result rc_ = (call); \
         if (rc_ != EMBER_OK) { ref_log_failure(what, rc_); ember_server_free(server); return 1; } } while (0)
+/* A part of the contract a smaller build of the library may leave out (the minimal one has
+ * no WebSocket and no static files): EMBER_ERR_UNSUPPORTED is said and the app goes on. */
+#define TRY_OPTIONAL(what, call) do { ember_result rc_ = (call); \
+        if (rc_ == EMBER_ERR_UNSUPPORTED) ref_log_failure(what " (left out of this build)", rc_); \
+        else if (rc_ != EMBER_OK) { ref_log_failure(what, rc_); ember_server_free(server); return 1; } } while (0)
 
 int main(int argc, char **argv) {
     ember_server *server = NULL;
@@ -352,7 +357,7 @@ int main(int argc, char **argv) {
     TRY("route /fail", ember_server_route(server, "GET", "/fail", on_fail, NULL, NULL));
     TRY("static files, compression, cache, CORS, filters", ref_add_front(server));
     TRY("streaming routes", ref_add_stream_routes(server));
-    TRY("WebSocket routes", ref_add_ws_routes(server));
+    TRY_OPTIONAL("WebSocket routes", ref_add_ws_routes(server));
     tls = setup_extras(server, &rc);
     TRY("tls, access log or metrics", rc);
     TRY("fleet options", ref_fleet_options(server));

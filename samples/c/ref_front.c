@@ -149,9 +149,15 @@ ember_result ref_add_front(ember_server *server) {
     FRONT(ember_server_route(server, "POST", "/cache/purge", on_purge, server, NULL));
     FRONT(ember_server_route(server, "GET", "/api/ping", on_api_ping, NULL, NULL));
     FRONT(ember_server_route(server, "POST", "/api/ping", on_api_ping, NULL, NULL));
-    FRONT(ember_server_static(server, "/static", www, EMBER_STATIC_DEFAULT, "public, max-age=60"));
-    /* The same folder as a single-page app: paths that name no file get index.html. */
-    FRONT(ember_server_static(server, "/app", www, EMBER_STATIC_INDEX | EMBER_STATIC_SPA, "no-cache"));
+    rc = ember_server_static(server, "/static", www, EMBER_STATIC_DEFAULT, "public, max-age=60");
+    if (rc == EMBER_ERR_UNSUPPORTED) {
+        /* A library built without static files (the minimal one) says so; the rest stays. */
+        ref_log_failure("static files (left out of this build)", rc);
+    } else {
+        FRONT(rc);
+        /* The same folder as a single-page app: paths that name no file get index.html. */
+        FRONT(ember_server_static(server, "/app", www, EMBER_STATIC_INDEX | EMBER_STATIC_SPA, "no-cache"));
+    }
     FRONT(ember_server_set_compression(server, EMBER_COMPRESS_GZIP | EMBER_COMPRESS_BR, 1024));
     FRONT(ember_server_compression_path(server, "/echo", false));
     FRONT(ember_server_set_cache(server, 67108864));

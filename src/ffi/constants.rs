@@ -44,6 +44,10 @@ pub const EMBER_ERR_RUNTIME: ember_result = -13;
 pub const EMBER_ERR_WOULD_BLOCK: ember_result = -14;
 /// A streamed request body passed `EMBER_LIMIT_MAX_BODY_BYTES`; the engine answered 413.
 pub const EMBER_ERR_TOO_LARGE: ember_result = -15;
+/// This library was built without the cargo feature the function needs (a minimal build
+/// has no WebSocket, static files, TLS …); the message names the feature. The function
+/// exists in every build so that one header serves them all.
+pub const EMBER_ERR_UNSUPPORTED: ember_result = -16;
 
 /// Handlers run on the I/O worker thread: fastest; a handler must not block.
 pub const EMBER_DISPATCH_INLINE: i32 = 0;

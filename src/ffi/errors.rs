@@ -94,6 +94,7 @@ result_codes! {
     Runtime => EMBER_ERR_RUNTIME,
     WouldBlock => EMBER_ERR_WOULD_BLOCK,
     TooLarge => EMBER_ERR_TOO_LARGE,
+    Unsupported => EMBER_ERR_UNSUPPORTED,
 }
 
 /// A stable name for a result code ("EMBER_OK", "EMBER_ERR_NULL", ...;

@@ -6,7 +6,7 @@ use super::args::c_str;
 use super::boundary::guard;
 use super::server::{ember_server, get};
 use super::types::ember_result;
-use crate::{compress, static_files};
+use crate::compress;
 use std::os::raw::c_char;
 
 /// `ember_server_static` flag: a request for a folder ("/static/docs/") gets its
@@ -28,14 +28,14 @@ pub const EMBER_COMPRESS_GZIP: u32 = 1;
 /// `ember_server_set_compression`: brotli (`br`).
 pub const EMBER_COMPRESS_BR: u32 = 2;
 
+#[cfg(feature = "static")]
 const _: () = assert!(
-    EMBER_STATIC_INDEX == static_files::INDEX
-        && EMBER_STATIC_PRECOMPRESSED == static_files::PRECOMPRESSED
-        && EMBER_STATIC_SPA == static_files::SPA
-        && EMBER_STATIC_DOTFILES == static_files::DOTFILES
-        && EMBER_COMPRESS_GZIP == compress::GZIP
-        && EMBER_COMPRESS_BR == compress::BR
+    EMBER_STATIC_INDEX == crate::static_files::INDEX
+        && EMBER_STATIC_PRECOMPRESSED == crate::static_files::PRECOMPRESSED
+        && EMBER_STATIC_SPA == crate::static_files::SPA
+        && EMBER_STATIC_DOTFILES == crate::static_files::DOTFILES
 );
+const _: () = assert!(EMBER_COMPRESS_GZIP == compress::GZIP && EMBER_COMPRESS_BR == compress::BR);
 
 fn opt_str<'a>(p: *const c_char, what: &str) -> crate::error::Result<Option<&'a str>> {
     if p.is_null() { Ok(None) } else { c_str(p, what).map(Some) }
@@ -62,8 +62,9 @@ fn opt_str<'a>(p: *const c_char, what: &str) -> crate::error::Result<Option<&'a 
 /// `flags`: `EMBER_STATIC_*` (`EMBER_STATIC_DEFAULT` is a good start; 0 = none of them).
 /// `cache_control`: the `Cache-Control` of every answer from this mount ("max-age=3600",
 /// "no-cache"); NULL for none. `folder` must exist (`EMBER_ERR_INVALID_ARG` names it
-/// otherwise); a second mount at the same prefix is `EMBER_ERR_ROUTE`. Before start only.
-/// Strings are copied.
+/// otherwise); a second mount at the same prefix is `EMBER_ERR_ROUTE`;
+/// `EMBER_ERR_UNSUPPORTED` in a library built without the `static` feature (the minimal
+/// one). Before start only. Strings are copied.
 #[no_mangle]
 pub unsafe extern "C" fn ember_server_static(
     server: *mut ember_server,

@@ -73,7 +73,7 @@ pub unsafe extern "C" fn ember_tls_config_free(tls_config: *mut ember_tls_config
 ///
 /// Errors: `EMBER_ERR_INVALID_ARG` with the file named when a file cannot be read, holds
 /// no certificate or key, or the key does not belong to the certificate;
-/// `EMBER_ERR_STATE` in a library built without TLS. Paths are UTF-8 and copied;
+/// `EMBER_ERR_UNSUPPORTED` in a library built without TLS. Paths are UTF-8 and copied;
 /// `ember_server_tls_reload` reads the same files again.
 #[no_mangle]
 pub unsafe extern "C" fn ember_tls_config_add_cert_files(
@@ -120,7 +120,7 @@ pub unsafe extern "C" fn ember_tls_config_add_cert_pem(
 /// timeout also bounds the handshake. Before start only.
 ///
 /// Errors: `EMBER_ERR_INVALID_ARG` for a bad address, unknown flags or a configuration
-/// without certificates; `EMBER_ERR_STATE` after start or in a library built without TLS.
+/// without certificates; `EMBER_ERR_STATE` after start; `EMBER_ERR_UNSUPPORTED` in a library built without TLS.
 #[no_mangle]
 pub unsafe extern "C" fn ember_server_listen_tls(
     server: *mut ember_server,

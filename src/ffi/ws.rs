@@ -81,7 +81,8 @@ fn text_check(kind: Kind, data: &[u8]) -> Result<()> {
 
 /// Registers a WebSocket endpoint on `pattern` (route syntax; GET upgrades on HTTP/1.1).
 /// A plain GET there gets 426. Its connections join the group named `pattern`. Before
-/// start only.
+/// start only. `EMBER_ERR_UNSUPPORTED` in a library built without the `ws` feature (the
+/// minimal one); every `ember_ws_*` function there fails the same way.
 ///
 /// Ownership: `handlers` is copied. On success the engine holds `user_data` and calls
 /// `release` (NULL is fine) exactly once when it no longer needs it (after stop, or at

@@ -10,6 +10,7 @@ use crate::observe::Begun;
 use crate::reply::Reply;
 use crate::request::Answer;
 use crate::stream::StreamBody;
+#[cfg(feature = "ws")]
 use crate::ws;
 use bytes::Bytes;
 use http::header::{HeaderValue, CONNECTION, CONTENT_LENGTH};
@@ -85,18 +86,29 @@ pub(crate) fn finish(
         // Keep-alive clients (a proxy's upstream pool) reconnect, to another process.
         answer.headers.insert(CONNECTION, HeaderValue::from_static("close"));
     }
-    if let Some((ws, on_upgrade)) = upgrade {
-        let limits = ws::WsLimits {
-            max_message: run.limits.ws_max_message_bytes,
-            ping_interval: run.limits.ws_ping_interval,
-            stall: run.limits.idle_timeout.max(std::time::Duration::from_secs(1)),
-        };
-        tokio::spawn(ws::run(ws, on_upgrade, limits, run.shutdown.clone(), conn.clone()));
+    if let Some(upgrade) = upgrade {
+        start_ws(run, conn, upgrade);
     }
     if let (Some(o), Some(b)) = (&run.observe, begun) {
         in_flight.observed = Some(o.observed(b, answer.status));
     }
     to_response(answer, head_only, is_h2, in_flight)
+}
+
+#[cfg(feature = "ws")]
+fn start_ws(run: &Run, conn: &Arc<ConnState>, (ws, on_upgrade): (Arc<ws::WsConn>, hyper::upgrade::OnUpgrade)) {
+    let limits = ws::WsLimits {
+        max_message: run.limits.ws_max_message_bytes,
+        ping_interval: run.limits.ws_ping_interval,
+        stall: run.limits.idle_timeout.max(std::time::Duration::from_secs(1)),
+    };
+    tokio::spawn(ws::run(ws, on_upgrade, limits, run.shutdown.clone(), conn.clone()));
+}
+
+/// Without the `ws` feature no upgrade is ever taken (`Upgrade` has no value to start).
+#[cfg(not(feature = "ws"))]
+fn start_ws(_: &Run, _: &Arc<ConnState>, never: Infallible) {
+    match never {}
 }
 
 fn to_response(answer: Answer, head_only: bool, is_h2: bool, in_flight: InFlight) -> http::Response<Reply> {
@@ -142,7 +154,7 @@ fn to_response(answer: Answer, head_only: bool, is_h2: bool, in_flight: InFlight
         }
         (None, _) if file.is_some() => {
             let mut file = file.expect("checked");
-            file.in_flight = Some(in_flight);
+            file.set_in_flight(in_flight);
             Reply::File(file)
         }
         (None, ex) => Reply::full(body, Some(in_flight), ex),

@@ -175,7 +175,7 @@ fn normalize_name(name: &str) -> Result<String> {
 /// What the TLS functions say in a library built without the `tls` feature.
 #[cfg(not(feature = "tls"))]
 pub(crate) fn unsupported() -> Error {
-    Error::new(ErrorKind::State, "this build of Ember has no TLS (it was built without the \"tls\" feature)")
+    Error::unsupported("tls", "no TLS listeners")
 }
 
 /// A TLS listener's live certificates; never exists without the `tls` feature.

@@ -1,7 +1,7 @@
 //! Named groups of WebSocket connections of one server, and broadcasts to them. Every
 //! connection joins its route's pattern as a group when accepted.
 
-use super::WsConn;
+use super::{Broadcast, WsConn};
 use bytes::Bytes;
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -12,12 +12,6 @@ pub(crate) struct Hub {
     groups: Mutex<HashMap<String, HashMap<u64, Weak<WsConn>>>>,
 }
 
-/// What a broadcast did: queued to `sent` connections; `dropped` had full queues.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Broadcast {
-    pub sent: usize,
-    pub dropped: usize,
-}
 
 impl Hub {
     pub fn join(&self, conn: &Arc<WsConn>, group: &str) {

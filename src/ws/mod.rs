@@ -4,19 +4,37 @@
 //! thread into a bounded queue, groups and broadcasts (a frame encoded once and shared),
 //! pings on idle connections, and callbacks in order through each connection's mailbox.
 
+//!
+//! Built without the `ws` feature (the minimal library) the types and functions below
+//! exist, so the C ABI is the same, but registering a WebSocket route fails saying so
+//! (`Error::unsupported`): no upgrade is ever taken, and tungstenite (with the sha1,
+//! base64 and rand it pulls in) is not linked.
+
+#[cfg(feature = "ws")]
 mod conn;
+#[cfg(feature = "ws")]
 mod frame;
+#[cfg(feature = "ws")]
 mod hub;
 mod upgrade;
 
+#[cfg(feature = "ws")]
 pub(crate) use conn::{run, WsConn, WsLimits};
-pub use hub::Broadcast;
+#[cfg(feature = "ws")]
 pub(crate) use hub::Hub;
-pub(crate) use upgrade::{check_upgrade, switching_headers, wants_upgrade, UpgradeCheck};
+#[cfg(feature = "ws")]
+pub(crate) use upgrade::{check_upgrade, switching_headers, UpgradeCheck};
+pub(crate) use upgrade::wants_upgrade;
 
-use crate::error::{Error, ErrorKind, Result};
+#[cfg(not(feature = "ws"))]
+use crate::error::Error;
+use crate::error::Result;
+#[cfg(feature = "ws")]
+use crate::error::{Error, ErrorKind};
 use crate::handler::Request;
+#[cfg(feature = "ws")]
 use crate::handles::{Handles, Lookup};
+#[cfg(feature = "ws")]
 use bytes::Bytes;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -60,9 +78,54 @@ impl WsRoute {
     }
 }
 
+/// What a broadcast did: queued to `sent` connections; `dropped` had full queues.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Broadcast {
+    pub sent: usize,
+    pub dropped: usize,
+}
+
+/// What the WebSocket functions say in a library built without the `ws` feature.
+#[cfg(not(feature = "ws"))]
+pub(crate) fn unsupported() -> Error {
+    Error::unsupported("ws", "no WebSocket")
+}
+
+#[cfg(not(feature = "ws"))]
+pub(crate) use off::*;
+
+/// The functions of a build without WebSocket: no connection can exist, so each one
+/// says why instead of looking for it.
+#[cfg(not(feature = "ws"))]
+mod off {
+    use super::{unsupported, Kind, Result};
+
+    pub fn send(_id: u64, _kind: Kind, _data: &[u8]) -> Result<()> {
+        Err(unsupported())
+    }
+    pub fn close(_id: u64, _code: u16, _reason: &str) -> Result<()> {
+        Err(unsupported())
+    }
+    pub fn accept(_id: u64, _headers: &[u8]) -> Result<()> {
+        Err(unsupported())
+    }
+    pub fn join(_id: u64, _group: &str) -> Result<()> {
+        Err(unsupported())
+    }
+    pub fn leave(_id: u64, _group: &str) -> Result<()> {
+        Err(unsupported())
+    }
+    pub fn buffered(_id: u64) -> Result<usize> {
+        Err(unsupported())
+    }
+    pub(crate) fn purge_server(_server_id: u64) {}
+}
+
 /// Every WebSocket connection of every server, by handle.
+#[cfg(feature = "ws")]
 pub(crate) static TABLE: once_cell::sync::Lazy<Handles<Arc<WsConn>>> = once_cell::sync::Lazy::new(Handles::new);
 
+#[cfg(feature = "ws")]
 pub(crate) fn lookup(id: u64) -> Result<Arc<WsConn>> {
     TABLE.get(id).map_err(|e| match e {
         Lookup::Gone => Error::new(ErrorKind::ClientGone, format!("WebSocket {id:#x} is closed")),
@@ -70,12 +133,14 @@ pub(crate) fn lookup(id: u64) -> Result<Arc<WsConn>> {
     })
 }
 
+#[cfg(feature = "ws")]
 /// Sends a message (copied once, into its frame). `Err(WouldBlock)` when the queue is
 /// over its limit: nothing was taken; the route's `on_writable` follows.
 pub fn send(id: u64, kind: Kind, data: &[u8]) -> Result<()> {
     lookup(id)?.send(frame::data(kind, data))
 }
 
+#[cfg(feature = "ws")]
 /// Starts the closing handshake with `code` (1000..=4999, not 1004-1006, 1015) and a
 /// reason of at most 123 bytes.
 pub fn close(id: u64, code: u16, reason: &str) -> Result<()> {
@@ -84,29 +149,34 @@ pub fn close(id: u64, code: u16, reason: &str) -> Result<()> {
     Ok(())
 }
 
+#[cfg(feature = "ws")]
 /// Accepts an upgrade the open callback was given; `headers` are extra response header
 /// lines (e.g. "Sec-WebSocket-Protocol: chat").
 pub fn accept(id: u64, headers: &[u8]) -> Result<()> {
     lookup(id)?.accept(headers)
 }
 
+#[cfg(feature = "ws")]
 pub fn join(id: u64, group: &str) -> Result<()> {
     let conn = lookup(id)?;
     conn.hub().join(&conn, group);
     Ok(())
 }
 
+#[cfg(feature = "ws")]
 pub fn leave(id: u64, group: &str) -> Result<()> {
     let conn = lookup(id)?;
     conn.hub().leave(&conn, group);
     Ok(())
 }
 
+#[cfg(feature = "ws")]
 /// Bytes queued for the connection and not yet written.
 pub fn buffered(id: u64) -> Result<usize> {
     Ok(lookup(id)?.queued())
 }
 
+#[cfg(feature = "ws")]
 /// Ends what is left of a stopped server's connections: one still opening is dropped
 /// quietly, an accepted one hears its close. Nothing then keeps the routes alive.
 pub(crate) fn purge_server(server_id: u64) {
@@ -116,6 +186,7 @@ pub(crate) fn purge_server(server_id: u64) {
     }
 }
 
+#[cfg(feature = "ws")]
 pub(crate) fn encode(kind: Kind, data: &[u8]) -> Bytes {
     frame::data(kind, data)
 }

@@ -1,9 +1,13 @@
 //! The opening handshake (RFC 6455 §4.2): what a valid upgrade request carries and the
 //! 101 answer to it.
 
-use http::header::{HeaderMap, HeaderValue, CONNECTION, SEC_WEBSOCKET_ACCEPT, SEC_WEBSOCKET_KEY, SEC_WEBSOCKET_VERSION, UPGRADE};
+use http::header::{HeaderMap, UPGRADE};
+#[cfg(feature = "ws")]
+use http::header::{HeaderValue, CONNECTION, SEC_WEBSOCKET_ACCEPT, SEC_WEBSOCKET_KEY, SEC_WEBSOCKET_VERSION};
+#[cfg(feature = "ws")]
 use http::{Method, Version};
 
+#[cfg(feature = "ws")]
 pub(crate) enum UpgradeCheck {
     /// A valid upgrade; the Sec-WebSocket-Accept value.
     Valid(HeaderValue),
@@ -27,6 +31,7 @@ pub(crate) fn wants_upgrade(headers: &HeaderMap) -> bool {
     has_token(headers, UPGRADE, "websocket")
 }
 
+#[cfg(feature = "ws")]
 pub(crate) fn check_upgrade(method: &Method, version: Version, headers: &HeaderMap) -> UpgradeCheck {
     if !has_token(headers, UPGRADE, "websocket") {
         return UpgradeCheck::NotUpgrade;
@@ -52,6 +57,7 @@ pub(crate) fn check_upgrade(method: &Method, version: Version, headers: &HeaderM
     }
 }
 
+#[cfg(feature = "ws")]
 /// The engine's part of the 101: the host's extra headers (subprotocol) come on top.
 pub(crate) fn switching_headers(headers: &mut HeaderMap, accept: HeaderValue) {
     headers.insert(UPGRADE, HeaderValue::from_static("websocket"));
@@ -59,7 +65,7 @@ pub(crate) fn switching_headers(headers: &mut HeaderMap, accept: HeaderValue) {
     headers.insert(SEC_WEBSOCKET_ACCEPT, accept);
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "ws"))]
 mod tests {
     use super::*;
 

@@ -1,9 +1,11 @@
 """Application lifecycle under EmberAspNet.exe, on a private copy of the sample site: compile
 errors, application restarts when files change, Application_End on a graceful stop, bad
 command lines."""
+import collections
 import os
 import re
 import subprocess
+import threading
 import time
 
 import requests
@@ -19,6 +21,25 @@ BROKEN_PAGE = """<%@ Page Language="C#" %>
     }
 </script>
 <html><body>never</body></html>
+"""
+
+
+# Holds its request thread inside the application's domain (synchronously) for ms milliseconds.
+SLEEP_HANDLER = """<%@ WebHandler Language="C#" Class="Sleep" %>
+using System.Web;
+
+public class Sleep : IHttpHandler
+{
+    public bool IsReusable { get { return true; } }
+
+    public void ProcessRequest(HttpContext context)
+    {
+        int ms = int.Parse(context.Request["ms"] ?? "0");
+        System.Threading.Thread.Sleep(ms);
+        context.Response.ContentType = "text/plain";
+        context.Response.Write("slept " + ms);
+    }
+}
 """
 
 
@@ -75,6 +96,79 @@ def test_changed_web_config_restarts_the_application_in_a_fresh_domain(scratch_s
         assert requests.get(app.url + "/Hello.ashx?name=again", timeout=60).json()["hello"] == "again"
         assert "ASP.NET application restarted" in app.output_tail(200)
     finally:
+        stop_cleanly(app)
+        app.cleanup()
+
+
+def _wait_restart(app, first):
+    """Polls / until Application_Start ran again in a new domain; returns its stamp or None."""
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        r = requests.get(app.url + "/", timeout=60)
+        if r.status_code == 200:
+            s = re.search(r'<span id="Started">(.*?)</span>', r.content.decode("utf-8")).group(1)
+            if s != first:
+                return s
+        else:
+            assert r.status_code == 503, r.status_code
+        time.sleep(0.3)
+    return None
+
+
+def test_restart_under_load_answers_every_request_and_the_host_lives(scratch_site):
+    # Requests keep entering the application's domain while ASP.NET unloads it, and one is
+    # inside it (blocked in a handler) when the unload begins: each gets an answer (the old
+    # domain's, the new one's, or 503 while the restart is under way), no connection breaks,
+    # and the host serves from the new domain afterwards.
+    (scratch_site / "Sleep.ashx").write_text(SLEEP_HANDLER)
+    app = App(host_cmdline(str(scratch_site), "--warmup", "/Sleep.ashx?ms=0"))
+    app.start()
+    statuses = collections.Counter()
+    errors = []
+    slept = []
+    stop = threading.Event()
+
+    def hammer():
+        with requests.Session() as s:
+            while not stop.is_set():
+                try:
+                    r = s.get(app.url + "/Hello.ashx?name=h", timeout=60)
+                    statuses[r.status_code] += 1
+                    if r.status_code == 200 and r.json()["hello"] != "h":
+                        errors.append("wrong body: " + r.text)
+                except Exception as e:  # noqa: BLE001 - any failure is the finding
+                    errors.append(repr(e))
+                    return
+
+    def sleeper():
+        try:
+            r = requests.get(app.url + "/Sleep.ashx?ms=3000", timeout=60)
+            slept.append((r.status_code, r.text))
+        except Exception as e:  # noqa: BLE001
+            errors.append("sleeper: " + repr(e))
+
+    try:
+        first = _started(app)
+        threads = [threading.Thread(target=hammer) for _ in range(4)] + [threading.Thread(target=sleeper)]
+        for t in threads:
+            t.start()
+        time.sleep(1.1)
+        cfg = scratch_site / "web.config"
+        cfg.write_text(cfg.read_text().replace("timeout=\"20\"", "timeout=\"21\""))
+        restarted = _wait_restart(app, first)
+        stop.set()
+        for t in threads:
+            t.join(120)
+        assert restarted, "the application did not restart after web.config changed"
+        assert not errors, errors[:5]
+        assert statuses[200] > 0 and set(statuses) <= {200, 503}, statuses
+        assert len(slept) == 1 and slept[0][0] in (200, 503), slept
+        if slept[0][0] == 200:
+            assert slept[0][1] == "slept 3000"
+        assert requests.get(app.url + "/Hello.ashx?name=after", timeout=60).json()["hello"] == "after"
+        assert app.alive()
+    finally:
+        stop.set()
         stop_cleanly(app)
         app.cleanup()
 

@@ -34,6 +34,8 @@ namespace Ember
         WouldBlock = -14,
         /// <summary>A streamed request body passed its limit; the engine answered 413.</summary>
         TooLarge = -15,
+        /// <summary>The native library was built without the feature this needs (the minimal build has no WebSocket, static files or TLS); the message names it.</summary>
+        Unsupported = -16,
     }
 
     /// <summary>A failed engine call: the result code plus the engine's message for it.</summary>

@@ -44,6 +44,8 @@ ERR_PANIC = -12
 ERR_RUNTIME = -13
 ERR_WOULD_BLOCK = -14
 ERR_TOO_LARGE = -15
+# The library was built without the feature (the minimal build: no WebSocket, static files, TLS).
+ERR_UNSUPPORTED = -16
 
 DISPATCH_INLINE = 0
 DISPATCH_POOL = 1

@@ -1,7 +1,9 @@
 using System;
+using System.Collections.Generic;
 using System.ComponentModel;
 using System.IO;
 using System.Reflection;
+using System.Runtime.InteropServices;
 using System.Threading;
 using System.Web;
 using System.Web.Hosting;
@@ -13,9 +15,10 @@ namespace Ember.AspNet
     /// Lives in the ASP.NET application's domain (created by <see cref="EmberAspNetHost"/>);
     /// infrastructure, not for direct use. The server's domain calls <see cref="Process"/> once
     /// per request with two integers: the request token and the address of the engine's request
-    /// info. Both mean the same in every domain of the process, so nothing is serialized and the
-    /// call takes Mono's cross-domain fast path (primitive arguments only). The answer goes to
-    /// the engine straight from this domain (<see cref="ResponseSink"/>), without a second
+    /// info. Both mean the same in every domain of the process. By default the call is not a
+    /// remoting call but a function pointer of a delegate made here (<see cref="Attach"/>,
+    /// <see cref="DomainEntry"/>), so the thread's call context stays behind. The answer goes
+    /// to the engine straight from this domain (<see cref="ResponseSink"/>), without a second
     /// crossing.
     /// </summary>
     [EditorBrowsable(EditorBrowsableState.Never)]
@@ -35,6 +38,13 @@ namespace Ember.AspNet
         internal IntPtr AbortFn;
         DomainWatch _watch;
         long _refused;
+        // The direct entry (DomainEntry): rooted here for the domain's life; the gate is the
+        // server domain's native memory.
+        DomainRequestFn _entry;
+        IntPtr _gate;
+        TimeSpan _drain;
+        // The engine threads inside, for the unload event to abort after the drain time.
+        readonly HashSet<Thread> _inside = new HashSet<Thread>();
 
         public AppHost()
         {
@@ -85,6 +95,92 @@ namespace Ember.AspNet
             ProcessCore((ulong)req, new IntPtr(info));
         }
 
+        /// <summary>Makes this domain's direct request entry and returns its function pointer,
+        /// for the server's domain to call through <see cref="EntryGate"/> <paramref name="gate"/>
+        /// (native memory). Called once, right after the domain was created. On unload, requests
+        /// inside get <paramref name="drainMs"/> to finish before they are aborted.</summary>
+        public long Attach(long gate, int drainMs)
+        {
+            _gate = new IntPtr(gate);
+            _drain = TimeSpan.FromMilliseconds(drainMs);
+            _entry = OnEngineRequest;
+            return Marshal.GetFunctionPointerForDelegate(_entry).ToInt64();
+        }
+
+        // Engine (pool) thread, called from the server's domain, running in this one. Must
+        // never throw: there is no managed caller to catch it, only the unmanaged call.
+        void OnEngineRequest(ulong req, IntPtr info)
+        {
+            Thread me = Thread.CurrentThread;
+            lock (_inside) _inside.Add(me);
+            try
+            {
+                ProcessCore(req, info);
+            }
+            catch (ThreadAbortException)
+            {
+                // This domain is being unloaded under the request (an application restart), or
+                // the process is exiting: end the abort here, leave the domain, answer 503.
+                try { Thread.ResetAbort(); } catch { }
+                Answer(req, 503, "Service Unavailable: the application restarted\n");
+            }
+            catch (Exception ex)
+            {
+                try { Console.Error.WriteLine("EmberAspNet: request failed: " + ex); } catch { }
+                Answer(req, 500, "Internal Server Error\n");
+            }
+            finally
+            {
+                lock (_inside) _inside.Remove(me);
+            }
+        }
+
+        /// <summary>Unload event: from here on no request enters; returns once every thread that
+        /// entered is back in the server's domain (see DomainEntry for why).</summary>
+        void DrainBeforeUnload()
+        {
+            EntryGate.Close(_gate);
+            // A request that unloads its own domain synchronously waits for the others only.
+            Thread me = Thread.CurrentThread;
+            int self;
+            lock (_inside) self = _inside.Contains(me) ? 1 : 0;
+            var clock = System.Diagnostics.Stopwatch.StartNew();
+            TimeSpan nextAbort = _drain;
+            while (EntryGate.Busy(_gate) > self)
+            {
+                if (clock.Elapsed >= nextAbort)
+                {
+                    Thread[] late;
+                    lock (_inside)
+                    {
+                        late = new Thread[_inside.Count];
+                        _inside.CopyTo(late);
+                    }
+                    foreach (Thread t in late)
+                    {
+                        if (t != me) try { t.Abort(); } catch { }
+                    }
+                    // Again later for a thread that was in native code or entered since.
+                    nextAbort = clock.Elapsed + TimeSpan.FromMilliseconds(500);
+                }
+                Thread.Sleep(5);
+            }
+        }
+
+        /// <summary>A plain-text answer; fails quietly when something was answered already.</summary>
+        internal static unsafe void Answer(ulong req, int status, string text)
+        {
+            try
+            {
+                byte[] body = System.Text.Encoding.UTF8.GetBytes(text);
+                byte[] head = System.Text.Encoding.ASCII.GetBytes("Content-Type: text/plain; charset=utf-8\r\n");
+                fixed (byte* h = head)
+                fixed (byte* b = body)
+                    NativeMethods.ember_request_respond(req, (ushort)status, h, (UIntPtr)head.Length, b, (UIntPtr)body.Length);
+            }
+            catch { }
+        }
+
         unsafe void ProcessCore(ulong req, IntPtr info)
         {
             var wr = new EmberWorkerRequest(this, req, (EmberRequestInfo*)info);
@@ -102,7 +198,7 @@ namespace Ember.AspNet
             }
             catch (ThreadAbortException)
             {
-                throw;   // the domain is being unloaded: the server's domain answers 503
+                throw;   // the domain is being unloaded: the caller answers 503
             }
             catch (Exception ex)
             {
@@ -152,6 +248,8 @@ namespace Ember.AspNet
 
         void OnDomainUnload(object sender, EventArgs e)
         {
+            // First: no request may enter or stay in a domain the runtime is about to tear down.
+            if (_gate != IntPtr.Zero) DrainBeforeUnload();
             DomainWatch w = _watch;
             if (w == null) return;
             try { w.Unloading(); } catch { }

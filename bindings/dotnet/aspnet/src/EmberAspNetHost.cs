@@ -17,10 +17,11 @@ namespace Ember.AspNet
     ///     Console.ReadLine();
     /// }
     /// </code>
-    /// The engine calls back in this (the server's) domain; one cross-domain call with two
-    /// integers carries each request into the application's domain, which answers the engine
-    /// directly. When ASP.NET restarts the application (web.config, bin/ or Global.asax
-    /// changed), the next request creates a fresh domain.
+    /// The engine calls back in this (the server's) domain, which calls the application's
+    /// domain through a function pointer made there (DomainEntry: no remoting, so the call
+    /// context System.Web fills is never serialized); that domain answers the engine directly.
+    /// When ASP.NET restarts the application (web.config, bin/ or Global.asax changed), the
+    /// next request creates a fresh domain.
     /// </summary>
     public sealed class EmberAspNetHost : IDisposable
     {
@@ -38,6 +39,8 @@ namespace Ember.AspNet
             internal AppHost Host;
             internal AppDomain Domain;
             internal DomainWatch Watch;
+            internal IntPtr Entry;   // the domain's DomainRequestFn; zero = remoting bridge
+            internal IntPtr Gate;    // its EntryGate
         }
 
         public EmberAspNetHost(string physicalPath) : this(physicalPath, "/", new EmberOptions()) { }
@@ -166,22 +169,32 @@ namespace Ember.AspNet
         }
 
         /// <summary>The live application domain, created on first use and after a restart.</summary>
-        AppHost Current()
+        AppHost Current() { return CurrentGeneration().Host; }
+
+        Generation CurrentGeneration()
         {
             Generation g = Volatile.Read(ref _current);
-            if (g != null && !g.Watch.Unloaded) return g.Host;
+            if (g != null && !g.Watch.Unloaded) return g;
             lock (_gate)
             {
                 g = _current;
-                if (g != null && !g.Watch.Unloaded) return g.Host;
+                if (g != null && !g.Watch.Unloaded) return g;
                 var watch = new DomainWatch();
                 AppDomain domain;
                 AppHost host = AppDomainFactory.Create(_virtualPath, _physicalPath, out domain);
                 host.Configure(_virtualPath, _physicalPath, _localAddress, _localPort, watch, s_abortFn);
-                Volatile.Write(ref _current, new Generation { Host = host, Domain = domain, Watch = watch });
+                g = new Generation { Host = host, Domain = domain, Watch = watch };
+                if (DomainEntry.Direct)
+                {
+                    g.Gate = EntryGate.Create();
+                    TimeSpan drain = _server.Options.HandlerTimeout ?? TimeSpan.FromSeconds(30);
+                    if (drain <= TimeSpan.Zero || drain > TimeSpan.FromSeconds(90)) drain = TimeSpan.FromSeconds(90);
+                    g.Entry = new IntPtr(host.Attach(g.Gate.ToInt64(), (int)drain.TotalMilliseconds));
+                }
+                Volatile.Write(ref _current, g);
                 int n = Interlocked.Increment(ref _generations);
                 if (n > 1) _server.RaiseLog(EmberLogLevel.Info, "ASP.NET application restarted (domain generation " + n + ")", null);
-                return host;
+                return g;
             }
         }
 
@@ -190,10 +203,10 @@ namespace Ember.AspNet
         {
             for (int attempt = 0; ; attempt++)
             {
-                AppHost host;
+                Generation g;
                 try
                 {
-                    host = Current();
+                    g = CurrentGeneration();
                 }
                 catch (Exception ex)
                 {
@@ -201,9 +214,25 @@ namespace Ember.AspNet
                     Answer(req, 500, "Internal Server Error: the ASP.NET application could not be started\n");
                     return;
                 }
+                if (g.Entry != IntPtr.Zero)
+                {
+                    // The direct bridge: the application's domain answers (503 itself if it is
+                    // unloaded under the request) and never throws back.
+                    if (EntryGate.TryEnter(g.Gate))
+                    {
+                        try { DomainEntry.Call(g.Entry, req, info); }
+                        finally { EntryGate.Leave(g.Gate); }
+                        return;
+                    }
+                    // Closed: the domain is unloading. A fresh one takes this request, once.
+                    MarkUnloaded(g.Host);
+                    if (attempt == 0) continue;
+                    Answer(req, 503, "Service Unavailable: the application restarted\n");
+                    return;
+                }
                 try
                 {
-                    host.Process((long)req, info.ToInt64());
+                    g.Host.Process((long)req, info.ToInt64());
                     return;
                 }
                 catch (ThreadAbortException)
@@ -216,7 +245,7 @@ namespace Ember.AspNet
                 catch (Exception ex) when (ex is AppDomainUnloadedException || ex is RemotingException)
                 {
                     // The domain went away between requests: a fresh one takes this request, once.
-                    MarkUnloaded(host);
+                    MarkUnloaded(g.Host);
                     if (attempt == 0) continue;
                     Answer(req, 503, "Service Unavailable: the application restarted\n");
                     return;
