@@ -173,7 +173,7 @@ pub(crate) async fn enter(run: &Run, conn: &ConnState, req: &http::Request<Incom
 /// Takes the cache marker off an answer that will not be stored, so that it never
 /// reaches a client.
 pub(crate) fn strip_marker(answer: &mut Answer) {
-    if !answer.headers.is_empty() {
+    if answer.marked && !answer.headers.is_empty() {
         answer.headers.remove(MARKER);
     }
 }

@@ -3,6 +3,7 @@
 
 use bytes::Bytes;
 use http::HeaderMap;
+use std::mem::MaybeUninit;
 use std::os::raw::c_char;
 
 /// A borrowed view: pointer + length, not NUL-terminated. `ptr` may be NULL when `len` is 0.
@@ -101,21 +102,25 @@ pub struct Answer {
     /// Boxed: inline it made every answer (moved several times per request) a few
     /// hundred bytes larger.
     pub(crate) file: Option<Box<crate::file_body::FileBody>>,
+    /// The headers may carry the output cache's marker (`cache::MARKER`), which must not
+    /// reach a client. False only where the engine parsed the host's header block and
+    /// found none, so that the usual answer skips a header lookup.
+    pub(crate) marked: bool,
 }
 
 impl Answer {
     pub fn new(status: u16, headers: HeaderMap, body: Bytes) -> Answer {
-        Answer { status, headers, body, declared_len: None, ex: None, streamed: false, file: None }
+        Answer { status, headers, body, declared_len: None, ex: None, streamed: false, file: None, marked: true }
     }
 }
 
-/// Owned request contents. The views in `info` point into `text`, `body` and the two
-/// view vectors, all heap blocks that never move or change after construction.
+/// Owned request contents. The views in `info` point into `block` and `body`, heap
+/// blocks that never move or change after construction.
 pub struct RequestData {
-    _text: Vec<u8>,
+    block: Block,
     body: Bytes,
-    headers: Vec<HeaderView>,
-    params: Vec<HeaderView>,
+    header_count: usize,
+    param_count: usize,
     info: RequestInfo,
     /// Gives the body's bytes back to the connection's budget when the data is freed.
     _budget: Option<crate::connstate::BodyBudget>,
@@ -144,16 +149,43 @@ pub struct Parts<'a> {
     pub peer_addr: &'a str,
 }
 
-/// The text block while it is built: pieces are appended and their views recorded as
-/// offsets, since the block may still grow (and move); `view` turns them into pointers
-/// once it is complete. One pass over the headers, where sizing the block exactly first
-/// took two.
-struct Text(Vec<u8>);
+/// One heap block for the request's views and text: the header and parameter views
+/// first (`HeaderView`s), the text after them. One allocation per request where a text
+/// block and a view vector took two (three with route parameters).
+///
+/// While it is built, pieces of text are appended and their views recorded as offsets,
+/// since the block may still grow (and move); `view` turns them into pointers once it
+/// is complete. One pass over the headers, where sizing the block exactly first took two.
+struct Block {
+    /// Words, so that the views at the start are aligned; `words.len()` covers `len`.
+    words: Vec<MaybeUninit<u64>>,
+    /// Bytes used: the view area, then the text so far.
+    len: usize,
+}
 
-impl Text {
+const WORD: usize = std::mem::size_of::<u64>();
+
+impl Block {
+    fn new(views: usize, text: usize) -> Block {
+        let len = views * std::mem::size_of::<HeaderView>();
+        let mut words = Vec::with_capacity((len + text).div_ceil(WORD));
+        // SAFETY: MaybeUninit needs no initialisation.
+        unsafe { words.set_len(len.div_ceil(WORD)) };
+        Block { words, len }
+    }
+
     fn push(&mut self, s: &[u8]) -> StrView {
-        let start = self.0.len();
-        self.0.extend_from_slice(s);
+        let start = self.len;
+        let end = start + s.len();
+        let need = end.div_ceil(WORD);
+        if need > self.words.len() {
+            self.words.reserve(need - self.words.len());
+            // SAFETY: reserved above; MaybeUninit needs no initialisation.
+            unsafe { self.words.set_len(need) };
+        }
+        // SAFETY: `start..end` lies inside the block's `need` words.
+        unsafe { std::ptr::copy_nonoverlapping(s.as_ptr(), self.words.as_mut_ptr().cast::<u8>().add(start), s.len()) };
+        self.len = end;
         StrView { ptr: std::ptr::without_provenance(start), len: s.len() }
     }
 
@@ -161,7 +193,23 @@ impl Text {
     fn view(&self, v: StrView) -> StrView {
         // SAFETY: `v.ptr` is an offset `push` returned, with `v.len` bytes after it
         // inside the block.
-        StrView { ptr: unsafe { self.0.as_ptr().add(v.ptr as usize) }.cast(), len: v.len }
+        StrView { ptr: unsafe { self.words.as_ptr().cast::<u8>().add(v.ptr as usize) }.cast(), len: v.len }
+    }
+
+    /// Stores the finished view `v` as view number `i` of the view area.
+    fn set(&mut self, i: usize, v: HeaderView) {
+        debug_assert!((i + 1) * std::mem::size_of::<HeaderView>() <= self.words.len() * WORD);
+        // SAFETY: the view area holds every view `new` was told of; words are 8-aligned,
+        // as a HeaderView needs.
+        unsafe { self.words.as_mut_ptr().cast::<HeaderView>().add(i).write(v) }
+    }
+
+    fn views(&self, from: usize, count: usize) -> &[HeaderView] {
+        if count == 0 {
+            return &[];
+        }
+        // SAFETY: views `from..from + count` were all written by `set`.
+        unsafe { std::slice::from_raw_parts(self.words.as_ptr().cast::<HeaderView>().add(from), count) }
     }
 }
 
@@ -179,27 +227,34 @@ impl RequestData {
             + p.params.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>()
             + p.scheme.len()
             + p.peer_addr.len();
-        let mut t = Text(Vec::with_capacity(size));
+        let (header_count, param_count) = (p.headers.len(), p.params.len());
+        let mut t = Block::new(header_count + param_count, size);
         let method = t.push(p.method.as_bytes());
         let path = t.push(p.path.as_bytes());
         let query = t.push(p.query.as_bytes());
         let remote = t.push(p.remote_addr.as_bytes());
         let route = t.push(p.route.as_bytes());
-        let mut headers: Vec<HeaderView> = Vec::with_capacity(p.headers.len());
+        let mut i = 0;
         for (k, v) in p.headers {
-            headers.push(HeaderView { name: t.push(k.as_str().as_bytes()), value: t.push(v.as_bytes()) });
+            let view = HeaderView { name: t.push(k.as_str().as_bytes()), value: t.push(v.as_bytes()) };
+            t.set(i, view);
+            i += 1;
         }
-        let mut params: Vec<HeaderView> =
-            p.params.iter().map(|(k, v)| HeaderView { name: t.push(k.as_bytes()), value: t.push(v.as_bytes()) }).collect();
+        for (k, v) in p.params {
+            let view = HeaderView { name: t.push(k.as_bytes()), value: t.push(v.as_bytes()) };
+            t.set(i, view);
+            i += 1;
+        }
         let scheme = t.push(p.scheme.as_bytes());
         let peer_addr = t.push(p.peer_addr.as_bytes());
         // From here on the block never changes, so the views stay valid for its life.
-        for h in headers.iter_mut().chain(params.iter_mut()) {
-            *h = HeaderView { name: t.view(h.name), value: t.view(h.value) };
+        for i in 0..header_count + param_count {
+            let h = t.views(i, 1)[0];
+            t.set(i, HeaderView { name: t.view(h.name), value: t.view(h.value) });
         }
         let (method, path, query, remote, route, scheme, peer_addr) =
             (t.view(method), t.view(path), t.view(query), t.view(remote), t.view(route), t.view(scheme), t.view(peer_addr));
-        let text = t.0;
+        let (headers, params) = (t.views(0, header_count), t.views(header_count, param_count));
         let info = RequestInfo {
             size: std::mem::size_of::<RequestInfo>(),
             id: p.id,
@@ -210,22 +265,30 @@ impl RequestData {
             remote_addr: remote,
             route,
             headers: if headers.is_empty() { std::ptr::null() } else { headers.as_ptr() },
-            header_count: headers.len(),
+            header_count,
             params: if params.is_empty() { std::ptr::null() } else { params.as_ptr() },
-            param_count: params.len(),
+            param_count,
             http_version: p.http_version,
             content_length: p.content_length.and_then(|n| i64::try_from(n).ok()).unwrap_or(-1),
             flags: p.flags,
             scheme,
             peer_addr,
         };
-        RequestData { _text: text, body: p.body, headers, params, info, _budget: None, _held: None }
+        RequestData { block: t, body: p.body, header_count, param_count, info, _budget: None, _held: None }
     }
 
-    pub(crate) fn with_accounting(mut self, budget: crate::connstate::BodyBudget, held: crate::stats::Held) -> RequestData {
-        self._budget = Some(budget);
+    pub(crate) fn with_accounting(mut self, budget: Option<crate::connstate::BodyBudget>, held: crate::stats::Held) -> RequestData {
+        self._budget = budget;
         self._held = Some(held);
         self
+    }
+
+    fn header_views(&self) -> &[HeaderView] {
+        self.block.views(0, self.header_count)
+    }
+
+    fn param_views(&self) -> &[HeaderView] {
+        self.block.views(self.header_count, self.param_count)
     }
 
     pub fn info(&self) -> &RequestInfo {
@@ -269,7 +332,7 @@ impl RequestData {
 
     /// First header with this name (ASCII case-insensitive).
     pub fn header_view(&self, name: &str) -> Option<StrView> {
-        self.headers.iter().find(|h| self.slice(h.name).eq_ignore_ascii_case(name.as_bytes())).map(|h| h.value)
+        self.header_views().iter().find(|h| self.slice(h.name).eq_ignore_ascii_case(name.as_bytes())).map(|h| h.value)
     }
 
     pub fn header(&self, name: &str) -> Option<&[u8]> {
@@ -277,7 +340,7 @@ impl RequestData {
     }
 
     pub fn param_view(&self, name: &str) -> Option<StrView> {
-        self.params.iter().find(|h| self.slice(h.name) == name.as_bytes()).map(|h| h.value)
+        self.param_views().iter().find(|h| self.slice(h.name) == name.as_bytes()).map(|h| h.value)
     }
 
     pub fn param(&self, name: &str) -> Option<&str> {
@@ -286,11 +349,11 @@ impl RequestData {
 
     /// The headers in arrival order: lower-case name, raw value.
     pub fn headers(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
-        self.headers.iter().map(|h| (self.slice(h.name), self.slice(h.value)))
+        self.header_views().iter().map(|h| (self.slice(h.name), self.slice(h.value)))
     }
 
     /// The route parameters, percent-decoded.
     pub fn params(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.params.iter().map(|h| (self.str(h.name), self.str(h.value)))
+        self.param_views().iter().map(|h| (self.str(h.name), self.str(h.value)))
     }
 }

@@ -19,7 +19,14 @@ pub fn parse_header_block(block: &[u8]) -> Result<HeaderMap> {
 const CACHED_BLOCK: usize = 256;
 const CACHE_ENTRIES: usize = 8;
 
-type Parsed = (HeaderMap, Option<u64>);
+/// The map, the Content-Length the host stated, and whether the block names the output
+/// cache's marker (most never do: then nothing has to take it off).
+type Parsed = (HeaderMap, Option<u64>, bool);
+
+/// Room in every answer's header map. hyper keeps the map of the answer it wrote and
+/// parses the connection's next request into it: a copy made to measure (what `clone`
+/// gives) had to grow, a reallocation inside hyper on every request.
+const MAP_ROOM: usize = 6;
 
 thread_local! {
     static PARSED: std::cell::RefCell<Vec<(Box<[u8]>, Parsed)>> = const { std::cell::RefCell::new(Vec::new()) };
@@ -28,13 +35,19 @@ thread_local! {
 /// Like `parse_header_block`, also returning the Content-Length the host stated (an
 /// answer to HEAD may state the size of what GET would send).
 pub fn parse_head(block: &[u8]) -> Result<(HeaderMap, Option<u64>)> {
+    parse_marked(block).map(|(map, declared, _)| (map, declared))
+}
+
+fn parse_marked(block: &[u8]) -> Result<Parsed> {
     if block.is_empty() {
-        return Ok((HeaderMap::new(), None));
+        return Ok((HeaderMap::new(), None, false));
     }
     if block.len() > CACHED_BLOCK {
         return parse_uncached(block);
     }
-    let hit = PARSED.with(|c| c.borrow().iter().find(|(k, _)| &k[..] == block).map(|(_, v)| v.clone()));
+    let hit = PARSED.with(|c| {
+        c.borrow().iter().find(|(k, _)| &k[..] == block).map(|(_, (map, declared, marked))| (roomy_copy(map), *declared, *marked))
+    });
     if let Some(parsed) = hit {
         return Ok(parsed);
     }
@@ -47,6 +60,14 @@ pub fn parse_head(block: &[u8]) -> Result<(HeaderMap, Option<u64>)> {
         c.push((block.into(), parsed.clone()));
     });
     Ok(parsed)
+}
+
+fn roomy_copy(map: &HeaderMap) -> HeaderMap {
+    let mut copy = HeaderMap::with_capacity(MAP_ROOM.max(map.len()));
+    for (name, value) in map {
+        copy.append(name.clone(), value.clone());
+    }
+    copy
 }
 
 fn parse_uncached(block: &[u8]) -> Result<Parsed> {
@@ -71,7 +92,8 @@ fn parse_uncached(block: &[u8]) -> Result<Parsed> {
         }
         map.append(name, value);
     }
-    Ok((map, declared))
+    let marked = map.contains_key(crate::cache::MARKER);
+    Ok((map, declared, marked))
 }
 
 fn trim(mut v: &[u8]) -> &[u8] {
@@ -104,8 +126,8 @@ pub fn check_status(status: u16) -> Result<()> {
 
 pub fn answer(status: u16, header_block: &[u8], body: Bytes) -> Result<Answer> {
     check_status(status)?;
-    let (headers, declared_len) = parse_head(header_block)?;
-    Ok(Answer { declared_len, ..Answer::new(status, headers, body) })
+    let (headers, declared_len, marked) = parse_marked(header_block)?;
+    Ok(Answer { declared_len, marked, ..Answer::new(status, headers, body) })
 }
 
 /// A short plain-text answer the engine gives on its own (404, 413, 503 ...).

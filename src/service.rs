@@ -2,7 +2,7 @@
 //! the host, waiting for the answer (whole, streamed, or a WebSocket accept).
 
 use crate::body;
-use crate::connstate::{BodyBudget, ConnState, InFlight};
+use crate::connstate::{BodyBudget, ConnState};
 use crate::dispatch::{Job, Submit};
 #[cfg(feature = "ws")]
 use crate::dispatch::Mailbox;
@@ -13,19 +13,18 @@ use crate::front;
 use crate::handler::{self, Handler, Request};
 use crate::inbox::{self, InError, Inbox};
 use crate::registry;
-use crate::reply::Reply;
 use crate::request::{Answer, Parts, RequestData};
 use crate::response::canned;
 use crate::router::{Endpoint, Match};
-use crate::stream::StreamBody;
 #[cfg(feature = "ws")]
 use crate::ws::{self, UpgradeCheck, WsConn};
 use bytes::Bytes;
-use http::header::{HeaderValue, ALLOW, CONNECTION, CONTENT_LENGTH};
+use http::header::{HeaderValue, ALLOW, CONTENT_LENGTH};
 use http::{Method, Version};
-use hyper::body::Incoming;
-use std::convert::Infallible;
+use hyper::body::{Body, Incoming};
 use std::sync::atomic::Ordering::Relaxed;
+#[cfg(not(feature = "ws"))]
+use std::convert::Infallible;
 use std::sync::Arc;
 use tokio::sync::oneshot;
 
@@ -36,43 +35,45 @@ pub const FLAG_WEBSOCKET: u32 = 2;
 /// `ember_request_info.flags`: the request came over TLS.
 pub const FLAG_TLS: u32 = 4;
 
-pub(crate) async fn handle(run: Arc<Run>, conn: Arc<ConnState>, req: http::Request<Incoming>) -> Result<http::Response<Reply>, Infallible> {
+mod finish;
+
+pub(crate) use finish::Handled;
+use finish::{Finish, Later};
+
+/// Called by hyper for each request. Everything that needs no waiting runs here, in the
+/// call: a request without a body answered by an inline handler is finished before
+/// hyper polls it.
+pub(crate) fn handle(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incoming>) -> Handled {
     // Looked up once: whether the request has a body, and the length it declares.
     let length = req.headers().get(CONTENT_LENGTH);
     let bodiless = !req.headers().contains_key(http::header::TRANSFER_ENCODING) && length.is_none_or(|v| v.as_bytes() == b"0");
     let declared = length.and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
-    let begun = run.observe.as_ref().map(|o| o.begin(&req, &conn));
-    let mut in_flight = conn.request_started(bodiless);
+    let begun = run.observe.as_ref().map(|o| o.begin(&req, conn));
+    let in_flight = conn.request_started(bodiless);
     run.counters.requests.fetch_add(1, Relaxed);
     let head_only = req.method() == Method::HEAD;
     let is_h2 = req.version() == Version::HTTP_2;
-    // Without a front (nothing configured) its futures are never built: each one built is
-    // a state copied into this future's, and that copying was the path's largest memcpy.
-    let (mut answer, upgrade) = if run.front.is_none() {
-        let (mut a, upgrade) = answer(&run, &conn, req, declared).await;
-        front::strip_marker(&mut a);
-        (a, upgrade)
-    } else {
-        match front::enter(&run, &conn, &req).await {
-            front::Entry::Answered(a) => (a, None),
-            front::Entry::Pass(ctx) => {
-                let (a, upgrade) = answer(&run, &conn, req, declared).await;
-                (front::leave(ctx, a).await, upgrade)
-            }
-        }
+    let later = |answer: Later, strip: bool, begun, in_flight| {
+        let finish = Finish { run: run.clone(), conn: conn.clone(), head_only, is_h2, strip, begun, in_flight };
+        Handled::Later(answer, Some(Box::new(finish)))
     };
-    run.counters.status(answer.status);
-    if run.health.is_draining() && !is_h2 && upgrade.is_none() {
-        // Keep-alive clients (a proxy's upstream pool) reconnect, to another process.
-        answer.headers.insert(CONNECTION, HeaderValue::from_static("close"));
+    if run.front.is_some() {
+        let (run, conn) = (run.clone(), conn.clone());
+        let answer = Box::pin(async move {
+            match front::enter(&run, &conn, &req).await {
+                front::Entry::Answered(a) => (a, None),
+                front::Entry::Pass(ctx) => {
+                    let (a, upgrade) = answer(&run, &conn, req, declared).await;
+                    (front::leave(ctx, a).await, upgrade)
+                }
+            }
+        });
+        return later(answer, false, begun, in_flight);
     }
-    if let Some(upgrade) = upgrade {
-        start_ws(&run, &conn, upgrade);
+    match answer_now(run, conn, req, declared) {
+        Ok((answer, upgrade)) => Handled::Done(Some(finish::finish(run, conn, answer, upgrade, head_only, is_h2, true, begun, in_flight))),
+        Err(answer) => later(answer, true, begun, in_flight),
     }
-    if let (Some(o), Some(b)) = (&run.observe, begun) {
-        in_flight.observed = Some(o.observed(b, answer.status));
-    }
-    Ok(to_response(answer, head_only, is_h2, in_flight))
 }
 
 #[cfg(feature = "ws")]
@@ -81,50 +82,135 @@ type Upgrade = Option<(Arc<WsConn>, hyper::upgrade::OnUpgrade)>;
 #[cfg(not(feature = "ws"))]
 type Upgrade = Option<Infallible>;
 
-#[cfg(feature = "ws")]
-fn start_ws(run: &Arc<Run>, conn: &Arc<ConnState>, (ws, on_upgrade): (Arc<WsConn>, hyper::upgrade::OnUpgrade)) {
-    let limits = ws::WsLimits {
-        max_message: run.limits.ws_max_message_bytes,
-        ping_interval: run.limits.ws_ping_interval,
-        stall: run.limits.idle_timeout.max(std::time::Duration::from_secs(1)),
+/// The usual request without waiting: no body, a plain handler, answered while it ran.
+/// Anything else goes on, boxed, from the point where it has to wait.
+fn answer_now(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incoming>, declared: Option<u64>) -> Result<(Answer, Upgrade), Later> {
+    let general = |run: &Arc<Run>, conn: &Arc<ConnState>, req| -> Later {
+        let (run, conn) = (run.clone(), conn.clone());
+        Box::pin(async move { answer(&run, &conn, req, declared).await })
     };
-    tokio::spawn(ws::run(ws, on_upgrade, limits, run.shutdown.clone(), conn.clone()));
+    if !req.body().is_end_stream() {
+        return Err(general(run, conn, req));
+    }
+    let (parts, body) = req.into_parts();
+    let (handler, pool, route, params) = match route(run, &parts) {
+        Err(a) => return Ok((a, None)),
+        Ok((endpoint @ Endpoint::Http { handler, stream_body: false, pool }, route, params)) => {
+            if too_large(run, endpoint, declared) {
+                return Ok((canned(413, true), None));
+            }
+            (handler.clone(), *pool, route, params)
+        }
+        // WebSocket upgrades and bodies read in pieces: the general path (it routes again).
+        Ok(_) => return Err(general(run, conn, http::Request::from_parts(parts, body))),
+    };
+    let (id, mut rx) = registry::begin(run.server_id);
+    let mut pending = Pending(id);
+    let data = Arc::new(request_data(run, conn, &parts, id, route, &params, Bytes::new(), declared, 0, None));
+    run.counters.active_requests.fetch_add(1, Relaxed);
+    let active = ActiveNow(run);
+    if let Some(a) = dispatch(run, id, handler, data, pool) {
+        return Ok((a, None));
+    }
+    if let Some(a) = now(&mut pending, &mut rx) {
+        return Ok((a, None));
+    }
+    let (run, active) = (run.clone(), active.keep());
+    Err(Box::pin(async move {
+        let _active = active;
+        (wait(&run, &mut pending, rx, None).await, None)
+    }))
 }
 
-#[cfg(not(feature = "ws"))]
-fn start_ws(_: &Arc<Run>, _: &Arc<ConnState>, never: Infallible) {
-    match never {}
-}
-
-/// `declared`: the request's Content-Length.
-async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incoming>, declared: Option<u64>) -> (Answer, Upgrade) {
-    // Mutable for the WebSocket upgrade's extension.
-    #[cfg_attr(not(feature = "ws"), allow(unused_mut))]
-    let (mut parts, body) = req.into_parts();
-    if !host_header_ok(&parts) {
-        return (canned(400, true), None);
+/// The checks and the routing every request goes through: the endpoint, its route
+/// pattern and parameters, or the engine's answer.
+fn route<'r>(run: &'r Run, parts: &http::request::Parts) -> Result<(&'r Endpoint, &'r str, Vec<(String, String)>), Answer> {
+    if !host_header_ok(parts) {
+        return Err(canned(400, true));
     }
     // hyper counts HTTP/1 headers itself (431); HTTP/2 only limits the list's size.
     if parts.headers.len() > run.limits.max_headers {
-        return (canned(431, true), None);
+        return Err(canned(431, true));
     }
     if let Some(a) = run.health.answer(&parts.method, parts.uri.path()) {
-        return (a, None);
+        return Err(a);
     }
     if let Some(a) = run.observe.as_ref().and_then(|o| o.metrics_answer(&parts.method, parts.uri.path(), &run.counters)) {
-        return (a, None);
+        return Err(a);
     }
     let upgrade = crate::ws::wants_upgrade(&parts.headers);
     let (endpoint, route, params) = match run.router.find(&parts.method, parts.uri.path(), upgrade) {
-        Match::Found { endpoint, route, params } => (endpoint.clone(), route, params),
-        Match::NotFound => return (canned(404, false), None),
+        Match::Found { endpoint, route, params } => (endpoint, route, params),
+        Match::NotFound => return Err(canned(404, false)),
         Match::MethodNotAllowed { allow } => {
             let mut a = canned(405, false);
             if let Ok(v) = HeaderValue::from_str(&allow) {
                 a.headers.insert(ALLOW, v);
             }
-            return (a, None);
+            return Err(a);
         }
+    };
+    Ok((endpoint, route, params))
+}
+
+/// The body the request declares is over its route's limit: refused before reading
+/// (413), and the connection closed so that the unread body is not taken as a request.
+fn too_large(run: &Run, endpoint: &Endpoint, declared: Option<u64>) -> bool {
+    let limit = match endpoint {
+        Endpoint::Http { stream_body: true, .. } => run.limits.max_stream_body_bytes,
+        _ => run.limits.max_body_bytes,
+    };
+    declared.is_some_and(|n| n > limit)
+}
+
+/// The request as the host reads it.
+#[allow(clippy::too_many_arguments)]
+fn request_data(
+    run: &Run,
+    conn: &ConnState,
+    parts: &http::request::Parts,
+    id: u64,
+    route: &str,
+    params: &[(String, String)],
+    body: Bytes,
+    declared: Option<u64>,
+    flags: u32,
+    budget: Option<BodyBudget>,
+) -> RequestData {
+    let forwarded = crate::proxy::forwarded(conn.peer.ip(), &parts.headers, &run.trusted);
+    let flags = flags | if conn.secure { FLAG_TLS } else { 0 };
+    RequestData::new(Parts {
+        id,
+        method: parts.method.as_str(),
+        path: parts.uri.path(),
+        query: parts.uri.query().unwrap_or(""),
+        remote_addr: forwarded.as_ref().and_then(|f| f.0.as_deref()).unwrap_or(&conn.remote),
+        scheme: forwarded.as_ref().and_then(|f| f.1).unwrap_or(conn.scheme),
+        peer_addr: &conn.peer_text,
+        route,
+        headers: &parts.headers,
+        params,
+        body,
+        http_version: match parts.version {
+            Version::HTTP_10 => 10,
+            Version::HTTP_2 => 20,
+            _ => 11,
+        },
+        content_length: declared,
+        flags,
+    })
+    .with_accounting(budget, crate::stats::Held::new(&run.counters))
+}
+
+/// Every request the fast path does not finish: the front's, those with a body, WebSocket
+/// upgrades. `declared`: the request's Content-Length.
+async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incoming>, declared: Option<u64>) -> (Answer, Upgrade) {
+    // Mutable for the WebSocket upgrade's extension.
+    #[cfg_attr(not(feature = "ws"), allow(unused_mut))]
+    let (mut parts, body) = req.into_parts();
+    let (endpoint, route, params) = match route(run, &parts) {
+        Ok((endpoint, route, params)) => (endpoint.clone(), route, params),
+        Err(a) => return (a, None),
     };
     #[cfg(feature = "ws")]
     let ws_route = match &endpoint {
@@ -144,12 +230,10 @@ async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incomi
     // No WebSocket route can be registered without the feature (`Server::route_to`).
     #[cfg(not(feature = "ws"))]
     let ws_route: Option<()> = None;
-    let stream_body = matches!(endpoint, Endpoint::Http { stream_body: true, .. });
-    let body_limit = if stream_body { run.limits.max_stream_body_bytes } else { run.limits.max_body_bytes };
-    if declared.is_some_and(|n| n > body_limit) {
-        // Refuse before reading; closing keeps the unread body from being taken as a request.
+    if too_large(run, &endpoint, declared) {
         return (canned(413, true), None);
     }
+    let stream_body = matches!(endpoint, Endpoint::Http { stream_body: true, .. });
     let mut budget = BodyBudget::new(conn);
     let (body, streamed) = if stream_body {
         (Bytes::new(), Some((body, Inbox::new())))
@@ -159,34 +243,10 @@ async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incomi
             Err(e) => return (e.answer(), None),
         }
     };
-    let forwarded = crate::proxy::forwarded(conn.peer.ip(), &parts.headers, &run.trusted);
     let (id, rx) = registry::begin(run.server_id);
     let mut pending = Pending(id);
-    let flags = if streamed.is_some() { FLAG_BODY_STREAMED } else { 0 } | if ws_route.is_some() { FLAG_WEBSOCKET } else { 0 }
-        | if conn.secure { FLAG_TLS } else { 0 };
-    let data = Arc::new(
-        RequestData::new(Parts {
-            id,
-            method: parts.method.as_str(),
-            path: parts.uri.path(),
-            query: parts.uri.query().unwrap_or(""),
-            remote_addr: forwarded.as_ref().and_then(|f| f.0.as_deref()).unwrap_or(&conn.remote),
-            scheme: forwarded.as_ref().and_then(|f| f.1).unwrap_or(conn.scheme),
-            peer_addr: &conn.peer_text,
-            route,
-            headers: &parts.headers,
-            params: &params,
-            body,
-            http_version: match parts.version {
-                Version::HTTP_10 => 10,
-                Version::HTTP_2 => 20,
-                _ => 11,
-            },
-            content_length: declared,
-            flags,
-        })
-        .with_accounting(budget, crate::stats::Held::new(&run.counters)),
-    );
+    let flags = if streamed.is_some() { FLAG_BODY_STREAMED } else { 0 } | if ws_route.is_some() { FLAG_WEBSOCKET } else { 0 };
+    let data = Arc::new(request_data(run, conn, &parts, id, route, &params, body, declared, flags, Some(budget)));
     run.counters.active_requests.fetch_add(1, Relaxed);
     let _active = ActiveRequest(run.clone());
 
@@ -329,18 +389,25 @@ fn upgrade_required() -> Answer {
     a
 }
 
-async fn wait(run: &Run, pending: &mut Pending, mut rx: oneshot::Receiver<Answer>, inbox: Option<&Inbox>) -> Answer {
+/// The answer if it is there already.
+fn now(pending: &mut Pending, rx: &mut oneshot::Receiver<Answer>) -> Option<Answer> {
     match rx.try_recv() {
         Ok(a) => {
             // The sender went through a claim: the request has left Pending for good
             // (answered, streaming or refused), so the expiry on drop would change nothing.
             pending.0 = 0;
-            return a;
+            Some(a)
         }
         // Ended already (the monitor expired a handler that blocked inline): a polled
         // finished receiver would panic.
-        Err(oneshot::error::TryRecvError::Closed) => return canned(503, false),
-        Err(oneshot::error::TryRecvError::Empty) => {}
+        Err(oneshot::error::TryRecvError::Closed) => Some(canned(503, false)),
+        Err(oneshot::error::TryRecvError::Empty) => None,
+    }
+}
+
+async fn wait(run: &Run, pending: &mut Pending, mut rx: oneshot::Receiver<Answer>, inbox: Option<&Inbox>) -> Answer {
+    if let Some(a) = now(pending, &mut rx) {
+        return a;
     }
     // A handler reading its body in pieces gets the handler timeout once the body is in.
     if let Some(inbox) = inbox {
@@ -399,62 +466,26 @@ impl Drop for Pending {
 
 struct ActiveRequest(Arc<Run>);
 
-impl Drop for ActiveRequest {
+/// `ActiveRequest` while the request is handled within hyper's call: no reference taken
+/// unless it has to wait.
+struct ActiveNow<'a>(&'a Arc<Run>);
+
+impl ActiveNow<'_> {
+    fn keep(self) -> ActiveRequest {
+        let active = ActiveRequest(self.0.clone());
+        std::mem::forget(self);
+        active
+    }
+}
+
+impl Drop for ActiveNow<'_> {
     fn drop(&mut self) {
         self.0.counters.active_requests.fetch_sub(1, Relaxed);
     }
 }
 
-fn to_response(answer: Answer, head_only: bool, is_h2: bool, in_flight: InFlight) -> http::Response<Reply> {
-    let Answer { status, mut headers, body, declared_len, ex, streamed, file } = answer;
-    if is_h2 {
-        // Connection-specific headers are forbidden in HTTP/2 (RFC 9113 §8.2.2).
-        headers.remove(CONNECTION);
+impl Drop for ActiveRequest {
+    fn drop(&mut self) {
+        self.0.counters.active_requests.fetch_sub(1, Relaxed);
     }
-    let out = if streamed { ex.as_ref().and_then(|e| e.outbox.get().cloned()) } else { None };
-    let reply = match (out, ex) {
-        (Some(out), Some(ex)) if !head_only => {
-            if let Some(n) = declared_len {
-                headers.insert(CONTENT_LENGTH, HeaderValue::from(n));
-            }
-            Reply::Stream(StreamBody::new(out, ex, declared_len, Some(in_flight)))
-        }
-        (Some(out), ex) => {
-            if let Some(n) = declared_len {
-                headers.insert(CONTENT_LENGTH, HeaderValue::from(n));
-            }
-            // HEAD: what the host streams is dropped; its end completes the exchange. The
-            // host may have got there first (an inline handler always does).
-            let (ended, refused) = out.set_discard();
-            if let Some(ex) = ex {
-                if refused {
-                    ex.fire(Event::Writable);
-                }
-                if ended {
-                    ex.fire(Event::Completed);
-                }
-            }
-            Reply::full(Bytes::new(), Some(in_flight), None)
-        }
-        (None, ex) if head_only => {
-            // HTTP/2 would send a HEAD body as given; the length still tells the client the
-            // size. A host answering HEAD itself may state the size of what GET would send.
-            let len = match declared_len {
-                Some(n) if body.is_empty() => n,
-                _ => body.len() as u64,
-            };
-            headers.insert(CONTENT_LENGTH, HeaderValue::from(len));
-            Reply::full(Bytes::new(), Some(in_flight), ex)
-        }
-        (None, _) if file.is_some() => {
-            let mut file = file.expect("checked");
-            file.set_in_flight(in_flight);
-            Reply::File(file)
-        }
-        (None, ex) => Reply::full(body, Some(in_flight), ex),
-    };
-    let mut resp = http::Response::new(reply);
-    *resp.status_mut() = http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
-    *resp.headers_mut() = headers;
-    resp
 }

@@ -4,6 +4,7 @@
 
 mod io;
 mod rawsock;
+mod signals;
 mod sniff;
 pub(crate) mod stream;
 mod watchdog;
@@ -162,7 +163,7 @@ where
     let io = TokioIo::new(Watched::new(stream, is_h2, state.clone(), run.counters.clone()));
     let svc = {
         let (run, state) = (run.clone(), state.clone());
-        hyper::service::service_fn(move |req| service::handle(run.clone(), state.clone(), req))
+        hyper::service::service_fn(move |req| service::handle(&run, &state, req))
     };
     if is_h2 {
         #[cfg(feature = "http2")]
@@ -189,14 +190,13 @@ async fn until_done<F: std::future::Future>(
     polite: &Notify,
     graceful: impl Fn(Pin<&mut F>),
 ) {
-    if *shutdown.borrow() {
-        graceful(conn.as_mut());
-    } else {
-        tokio::select! {
-            _ = conn.as_mut() => return,
-            _ = shutdown.changed() => graceful(conn.as_mut()),
-            _ = polite.notified() => graceful(conn.as_mut()),
+    if !*shutdown.borrow() {
+        let (changed, notified) = (shutdown.changed(), polite.notified());
+        tokio::pin!(changed, notified);
+        if !signals::ConnOrSignal::new(conn.as_mut(), changed, notified).await {
+            return;
         }
     }
+    graceful(conn.as_mut());
     conn.await;
 }

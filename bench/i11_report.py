@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""Issue 11's ratios over repeated runs of bench/run (each ratio taken within one run):
+default (auto) dispatch ÷ inline for C, Python and .NET at every wrk concurrency and, where
+both ladders ran, at every ladder level; inline ÷ bare hyper; server CPU µs per request; the
+drift check of each run. Prints the median and the range over the runs as Markdown.
+
+    bench/i11_report.py bench/results/i11-run-1 bench/results/i11-run-2 ... [--md FILE]
+"""
+import argparse
+import json
+import statistics
+from pathlib import Path
+
+PAIRS = [
+    ("C auto ÷ C inline", "ember-c-auto", "ember-c-inline", 0.9),
+    ("Python auto ÷ Python inline", "ember-py-auto", "ember-py-inline", 0.9),
+    (".NET auto ÷ .NET inline", "ember-net-auto", "ember-net-inline", 0.9),
+    ("C inline ÷ bare hyper", "ember-c-inline", "hyper", 1.0),
+    ("Python inline ÷ bare hyper", "ember-py-inline", "hyper", 0.85),
+    (".NET inline ÷ bare hyper", "ember-net-inline", "hyper", 0.95),
+    ("C auto ÷ bare hyper", "ember-c-auto", "hyper", None),
+]
+
+
+def spread(xs):
+    xs = [x for x in xs if x is not None]
+    if not xs:
+        return "–"
+    if len(xs) == 1:
+        return f"{xs[0]:.2f}"
+    return f"{statistics.median(xs):.2f} [{min(xs):.2f}–{max(xs):.2f}]"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("runs", nargs="+")
+    ap.add_argument("--md")
+    a = ap.parse_args()
+    runs = []
+    for d in a.runs:
+        p = Path(d) / "results.json"
+        if p.exists():
+            runs.append((d, json.loads(p.read_text())))
+    conc = runs[0][1]["meta"]["plan"]["concurrency"]
+    L = [f"Runs: {len(runs)} ({', '.join(Path(d).name for d, _ in runs)}); median [min–max] over the runs, "
+         "each ratio taken within one run (pinned: server on CPU 0, wrk on CPU 1).", ""]
+    L.append("| pair (req/s ratio) | goal | " + " | ".join(f"c={c}" for c in conc) + " |")
+    L.append("|---|---|" + "---|" * len(conc))
+    for label, x, y, goal in PAIRS:
+        cells = []
+        for c in conc:
+            vals = []
+            for _, R in runs:
+                rx, ry = R["runs"]["pinned"].get(x, {}), R["runs"]["pinned"].get(y, {})
+                wx, wy = (rx.get("wrk") or {}).get(str(c)), (ry.get("wrk") or {}).get(str(c))
+                if wx and wy and wy.get("rps"):
+                    vals.append(wx["rps"] / wy["rps"])
+            cells.append(spread(vals))
+        L.append(f"| {label} | {'≥ %.2f' % goal if goal else ''} | " + " | ".join(cells) + " |")
+    L.append("")
+    L.append("Server CPU µs per request (median over runs):")
+    L.append("")
+    L.append("| target | " + " | ".join(f"c={c}" for c in conc) + " |")
+    L.append("|---|" + "---|" * len(conc))
+    for t in ["hyper", "ember-c-inline", "ember-c-auto", "ember-py-inline", "ember-py-auto", "ember-net-inline", "ember-net-auto"]:
+        cells = []
+        for c in conc:
+            vals = [((R["runs"]["pinned"].get(t) or {}).get("wrk") or {}).get(str(c), {}).get("cpu_us_per_req") for _, R in runs]
+            vals = [v for v in vals if v]
+            cells.append(f"{statistics.median(vals):.1f}" if vals else "–")
+        L.append(f"| {t} | " + " | ".join(cells) + " |")
+    L.append("")
+    lad = [(R["ladders"].get("ember-c-auto"), R["ladders"].get("ember-c-inline")) for _, R in runs]
+    lad = [(x, y) for x, y in lad if x and y and x.get("rows") and y.get("rows")]
+    if lad:
+        levels = [r["conc"] for r in lad[0][0]["rows"]]
+        L.append("Ladder (1 → 256), C auto ÷ C inline per level, and failed requests:")
+        L.append("")
+        L.append("| | " + " | ".join(f"c={c}" for c in levels) + " | failures |")
+        L.append("|---|" + "---|" * (len(levels) + 1))
+        cells = []
+        for i, _ in enumerate(levels):
+            cells.append(spread([x["rows"][i]["rps"] / y["rows"][i]["rps"] for x, y in lad if y["rows"][i]["rps"]]))
+        fails = sum(r["fail"] for x, y in lad for r in x["rows"] + y["rows"])
+        L.append("| auto ÷ inline | " + " | ".join(cells) + f" | {fails} |")
+        L.append("")
+    L.append("Drift check (hyper re-run at the end of each run, c=50): " + ", ".join(
+        f"{R['drift'].get('drift_pct', float('nan')):+.1f} %" if R.get("drift") else "–" for _, R in runs))
+    L.append("")
+    text = "\n".join(L)
+    print(text)
+    if a.md:
+        Path(a.md).write_text(text)
+
+
+if __name__ == "__main__":
+    main()

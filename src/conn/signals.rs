@@ -1,0 +1,68 @@
+//! A connection polled beside the two signals that ask it to finish (the server stops,
+//! the watchdog finds it idle), without polling those on every wake-up of the connection.
+//! `tokio::select!` polls every branch each time the task wakes, which is once or more per
+//! request: the two signal futures cost more instructions per request than the engine's
+//! routing (bench/hotpath.sh). Here they are polled only when their own waker fired.
+
+use futures_util::task::AtomicWaker;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+
+/// The signals' waker: notes that a signal may be ready and wakes the connection's task.
+struct Side {
+    woken: AtomicBool,
+    task: AtomicWaker,
+}
+
+impl Wake for Side {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref()
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.woken.store(true, Ordering::Release);
+        self.task.wake();
+    }
+}
+
+/// Ready(true) when a signal fired first, Ready(false) when the connection ended.
+pub(crate) struct ConnOrSignal<'a, C, A, B> {
+    conn: Pin<&'a mut C>,
+    a: Pin<&'a mut A>,
+    b: Pin<&'a mut B>,
+    side: Arc<Side>,
+    waker: Waker,
+}
+
+impl<'a, C: Future, A: Future, B: Future> ConnOrSignal<'a, C, A, B> {
+    pub fn new(conn: Pin<&'a mut C>, a: Pin<&'a mut A>, b: Pin<&'a mut B>) -> Self {
+        // Woken to begin with: the signals are polled once, which registers their waker.
+        let side = Arc::new(Side { woken: AtomicBool::new(true), task: AtomicWaker::new() });
+        let waker = Waker::from(side.clone());
+        ConnOrSignal { conn, a, b, side, waker }
+    }
+}
+
+impl<C: Future, A: Future, B: Future> Future for ConnOrSignal<'_, C, A, B> {
+    type Output = bool;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<bool> {
+        let this = self.get_mut();
+        if this.conn.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(false);
+        }
+        // Registered before the flag is read: a signal that fires in between is seen now
+        // or wakes the task again.
+        this.side.task.register(cx.waker());
+        if this.side.woken.swap(false, Ordering::AcqRel) {
+            let mut side_cx = Context::from_waker(&this.waker);
+            if this.a.as_mut().poll(&mut side_cx).is_ready() || this.b.as_mut().poll(&mut side_cx).is_ready() {
+                return Poll::Ready(true);
+            }
+        }
+        Poll::Pending
+    }
+}
