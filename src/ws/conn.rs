@@ -25,8 +25,13 @@ use tokio_tungstenite::WebSocketStream;
 
 /// How long a closing handshake may take before the connection is cut.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
-/// How long a failed connection's peer may go on sending before the socket is dropped.
-const LINGER: Duration = Duration::from_secs(2);
+/// A failed connection's peer may go on sending (the rest of an oversize message) while
+/// bytes keep arriving at least this often (nginx's `lingering_timeout` idea): a slow but
+/// steady sender (a 16 MiB frame through Wine's sockets on a loaded machine took longer than a
+/// fixed 2 s) still reads our close frame instead of a reset.
+const LINGER_IDLE: Duration = Duration::from_secs(2);
+/// ... and for at most this long in all, so a peer that never stops cannot hold the socket.
+const LINGER_MAX: Duration = Duration::from_secs(15);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -279,16 +284,16 @@ impl Drop for FinishOnDrop {
 async fn linger(io: &mut TokioIo<hyper::upgrade::Upgraded>, shutdown: &mut watch::Receiver<bool>) {
     use tokio::io::AsyncReadExt;
     let _ = io.shutdown().await;
-    let mut sink = vec![0u8; 4096];
+    let mut sink = vec![0u8; 16 * 1024];
     let drain = async {
-        while let Ok(n) = io.read(&mut sink).await {
+        while let Ok(Ok(n)) = tokio::time::timeout(LINGER_IDLE, io.read(&mut sink)).await {
             if n == 0 {
                 break;
             }
         }
     };
     tokio::select! {
-        _ = tokio::time::timeout(LINGER, drain) => {}
+        _ = tokio::time::timeout(LINGER_MAX, drain) => {}
         _ = shutdown.changed() => {}
     }
 }

@@ -422,6 +422,19 @@ def test_rfc6455_5_2_frame_announcing_more_than_the_limit_fails_before_its_paylo
     ws.expect_close(TOO_BIG)
 
 
+def test_a_slow_sender_of_an_oversize_frame_still_reads_the_close_frame(app):
+    # 2 MiB sent over ~5 s in steady pieces: the server fails the message at its header
+    # (1009) and keeps reading and dropping while the bytes keep coming, so this sender's
+    # writes do not hit a reset (a fixed 2 s linger cut a slow 16 MiB sender under Wine).
+    ws = RawWs(app.port, timeout=20)
+    data = frame(BINARY, b"\x01" * (2 << 20))
+    piece = len(data) // 25
+    for i in range(0, len(data), piece):
+        ws.sock.sendall(data[i:i + piece])
+        time.sleep(0.2)
+    ws.expect_close(TOO_BIG)
+
+
 def test_rfc6455_close_after_a_failure_leaves_the_app_serving(app):
     for _ in range(3):
         ws = RawWs(app.port)
