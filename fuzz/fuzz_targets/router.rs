@@ -260,7 +260,13 @@ fuzz_target!(|input: Input| {
             continue;
         }
         let Some(sent) = literal_as_sent(pattern, false) else { continue };
-        let verbs: Vec<Verb> = accepted.iter().filter(|(_, p, ..)| p == pattern).map(|(v, ..)| *v).collect();
+        // Grouped by the path as sent, not as written: "/ϟ" and "/%CF%9F" are one path, so
+        // an any-method route written one way answers PATCH on the other.
+        let verbs: Vec<Verb> = accepted
+            .iter()
+            .filter(|(_, p, ..)| literal_as_sent(p, false).as_deref() == Some(sent.as_str()))
+            .map(|(v, ..)| *v)
+            .collect();
         let has_any = verbs.contains(&Verb::Any);
         if *verb == Verb::Get && !verbs.contains(&Verb::Head) {
             assert!(matches!(router.find(&Method::HEAD, &sent, false), Match::Found { .. }), "HEAD {sent} should use GET's handler");
