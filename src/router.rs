@@ -59,6 +59,13 @@ impl Router {
         }
         let encoded = encode_non_ascii(pattern);
         let pattern = encoded.as_str();
+        let params = count_params(pattern);
+        if params > MAX_PARAMS {
+            return Err(Error::new(
+                ErrorKind::Route,
+                format!("route pattern {pattern:?} has {params} parameters; at most {MAX_PARAMS} are supported"),
+            ));
+        }
         let index = match self.entries.iter().position(|e| e.pattern == pattern) {
             Some(i) => i,
             None => {
@@ -124,6 +131,28 @@ impl Router {
         self.entries.clear();
         self.paths = matchit::Router::new();
     }
+}
+
+/// matchit names `{param}`s 'a'..='z' internally and panics on the 26th (a catch-all is
+/// not counted), so the router refuses such a pattern with an error first.
+const MAX_PARAMS: usize = 25;
+
+/// `{name}` parameters in a pattern; `{{`/`}}` are literal braces, `{*rest}` is the catch-all.
+fn count_params(pattern: &str) -> usize {
+    let bytes = pattern.as_bytes();
+    let (mut n, mut i) = (0, 0);
+    while i < bytes.len() {
+        let b = bytes[i];
+        if (b == b'{' || b == b'}') && bytes.get(i + 1) == Some(&b) {
+            i += 2;
+            continue;
+        }
+        if b == b'{' && bytes.get(i + 1) != Some(&b'*') {
+            n += 1;
+        }
+        i += 1;
+    }
+    n
 }
 
 fn allow_list(entry: &PathEntry) -> String {
@@ -328,6 +357,18 @@ mod tests {
         r.add(Some(Method::GET), "/%CF%9F", h()).unwrap();
         assert!(matches!(r.find(&Method::PATCH, "/%cf%9f", false), Match::Found { route: "/%CF%9F", .. }));
         assert_eq!(r.add(None, "/%cf%9f", h()).unwrap_err().kind, ErrorKind::Route);
+    }
+
+    #[test]
+    fn too_many_parameters_are_refused_not_a_panic() {
+        // Found by the router fuzz target: matchit panicked on a pattern's 26th parameter.
+        let pattern = |n: usize| (0..n).map(|i| format!("/{{p{i}}}")).collect::<String>();
+        let mut r = Router::new();
+        r.add(Some(Method::GET), &(pattern(25) + "/{*rest}"), h()).unwrap();
+        let err = r.add(Some(Method::GET), &format!("/x{}", pattern(26)), h()).unwrap_err();
+        assert_eq!(err.kind, ErrorKind::Route);
+        assert!(err.to_string().contains("26 parameters"), "{err}");
+        assert!(matches!(r.find(&Method::GET, &("/1".repeat(25) + "/z"), false), Match::Found { .. }));
     }
 
     #[test]
