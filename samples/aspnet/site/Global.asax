@@ -46,6 +46,11 @@
 
     void Application_End(object sender, EventArgs e)
     {
+        // EMBER_SAMPLE_END_DELAY_MS makes the end slow (the restart tests): Mono's System.Web
+        // drops the requests that arrive meanwhile, and the host must take them back.
+        int delay;
+        if (int.TryParse(System.Environment.GetEnvironmentVariable("EMBER_SAMPLE_END_DELAY_MS"), out delay) && delay > 0)
+            System.Threading.Thread.Sleep(delay);
         // The tests set EMBER_SAMPLE_END_FILE to see that Application_End runs on a graceful stop.
         string f = System.Environment.GetEnvironmentVariable("EMBER_SAMPLE_END_FILE");
         if (!string.IsNullOrEmpty(f)) System.IO.File.WriteAllText(f, "Application_End " + Application["requests"]);

@@ -45,6 +45,11 @@ namespace Ember.AspNet
         TimeSpan _drain;
         // The engine threads inside, for the unload event to abort after the drain time.
         readonly HashSet<Thread> _inside = new HashSet<Thread>();
+        // The requests System.Web drops while this domain unloads go back (or get a 503).
+        readonly Handback _handback = new Handback();
+
+        /// <summary>The host's own 503 while the application restarts (sent with Retry-After).</summary>
+        internal const string RestartedText = "Service Unavailable: the application restarted\n";
 
         public AppHost()
         {
@@ -88,11 +93,13 @@ namespace Ember.AspNet
 
         internal void Refused(int rc) { Interlocked.Increment(ref _refused); }
 
-        /// <summary>Runs one request through HttpRuntime. Never throws for the application's
-        /// failures: System.Web answers those itself (500 with its error page).</summary>
-        public void Process(long req, long info)
+        /// <summary>Runs one request through HttpRuntime (the remoting bridge). Never throws for
+        /// the application's failures: System.Web answers those itself (500 with its error page).
+        /// Returns DomainEntry.Taken, or DomainEntry.Refused: this domain is unloading and gives
+        /// the request back untouched, for a fresh domain.</summary>
+        public int Process(long req, long info)
         {
-            ProcessCore((ulong)req, new IntPtr(info));
+            return ProcessCore((ulong)req, new IntPtr(info));
         }
 
         /// <summary>Makes this domain's direct request entry and returns its function pointer,
@@ -109,20 +116,20 @@ namespace Ember.AspNet
 
         // Engine (pool) thread, called from the server's domain, running in this one. Must
         // never throw: there is no managed caller to catch it, only the unmanaged call.
-        void OnEngineRequest(ulong req, IntPtr info)
+        int OnEngineRequest(ulong req, IntPtr info)
         {
             Thread me = Thread.CurrentThread;
             lock (_inside) _inside.Add(me);
             try
             {
-                ProcessCore(req, info);
+                return ProcessCore(req, info);
             }
             catch (ThreadAbortException)
             {
                 // This domain is being unloaded under the request (an application restart), or
                 // the process is exiting: end the abort here, leave the domain, answer 503.
                 try { Thread.ResetAbort(); } catch { }
-                Answer(req, 503, "Service Unavailable: the application restarted\n");
+                Answer(req, 503, RestartedText);
             }
             catch (Exception ex)
             {
@@ -133,6 +140,7 @@ namespace Ember.AspNet
             {
                 lock (_inside) _inside.Remove(me);
             }
+            return DomainEntry.Taken;
         }
 
         /// <summary>Unload event: from here on no request enters; returns once every thread that
@@ -167,13 +175,14 @@ namespace Ember.AspNet
             }
         }
 
-        /// <summary>A plain-text answer; fails quietly when something was answered already.</summary>
+        /// <summary>A plain-text answer (a 503 says when to retry); fails quietly when something
+        /// was answered already.</summary>
         internal static unsafe void Answer(ulong req, int status, string text)
         {
             try
             {
                 byte[] body = System.Text.Encoding.UTF8.GetBytes(text);
-                byte[] head = System.Text.Encoding.ASCII.GetBytes("Content-Type: text/plain; charset=utf-8\r\n");
+                byte[] head = System.Text.Encoding.ASCII.GetBytes(PlainHead(status));
                 fixed (byte* h = head)
                 fixed (byte* b = body)
                     NativeMethods.ember_request_respond(req, (ushort)status, h, (UIntPtr)head.Length, b, (UIntPtr)body.Length);
@@ -181,8 +190,18 @@ namespace Ember.AspNet
             catch { }
         }
 
-        unsafe void ProcessCore(ulong req, IntPtr info)
+        /// <summary>The header lines of the host's own plain-text answers.</summary>
+        internal static string PlainHead(int status)
         {
+            return status == 503
+                ? "Content-Type: text/plain; charset=utf-8\r\nRetry-After: 1\r\n"
+                : "Content-Type: text/plain; charset=utf-8\r\n";
+        }
+
+        unsafe int ProcessCore(ulong req, IntPtr info)
+        {
+            // System.Web of this domain would drop it (see Handback): a fresh domain takes it.
+            if (Handback.Unloading) return _handback.Refuse();
             var wr = new EmberWorkerRequest(this, req, (EmberRequestInfo*)info);
             string redirect = wr.DirectoryRedirect();
             if (redirect != null)
@@ -190,7 +209,7 @@ namespace Ember.AspNet
                 wr.SendStatus(301, "Moved Permanently");
                 wr.SendUnknownResponseHeader("Location", redirect);
                 wr.FlushResponse(true);
-                return;
+                return DomainEntry.Taken;
             }
             try
             {
@@ -214,7 +233,9 @@ namespace Ember.AspNet
                     wr.FlushResponse(true);
                 }
                 Console.Error.WriteLine("EmberAspNet: HttpRuntime.ProcessRequest failed: " + ex);
+                return DomainEntry.Taken;
             }
+            return _handback.AfterProcess(wr);
         }
 
         /// <summary>The default document of a folder, or null.</summary>
@@ -250,6 +271,7 @@ namespace Ember.AspNet
         {
             // First: no request may enter or stay in a domain the runtime is about to tear down.
             if (_gate != IntPtr.Zero) DrainBeforeUnload();
+            _handback.AnswerParked();
             DomainWatch w = _watch;
             if (w == null) return;
             try { w.Unloading(); } catch { }

@@ -7,9 +7,9 @@ namespace Ember.AspNet
 {
     /// <summary>The application domain's request entry, as the engine's raw handler sees it.
     /// Its function pointer is taken in the application's domain, so calling it runs the
-    /// delegate there.</summary>
+    /// delegate there. Returns <see cref="DomainEntry.Taken"/> or <see cref="DomainEntry.Refused"/>.</summary>
     [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
-    internal delegate void DomainRequestFn(ulong req, IntPtr info);
+    internal delegate int DomainRequestFn(ulong req, IntPtr info);
 
     /// <summary>
     /// How a request enters the application's domain without remoting. A remoting call carries
@@ -36,9 +36,15 @@ namespace Ember.AspNet
     /// </summary>
     internal static class DomainEntry
     {
-        internal delegate void Invoker(IntPtr fn, ulong req, IntPtr info);
+        /// <summary>The application's domain answered the request, or will (System.Web has it).</summary>
+        internal const int Taken = 0;
+        /// <summary>The application's domain is unloading and gave the request back untouched
+        /// (see Handback): the server's domain sends it to a fresh domain.</summary>
+        internal const int Refused = 1;
 
-        /// <summary>Calls an unmanaged function pointer (void (*)(uint64_t, void *), cdecl).
+        internal delegate int Invoker(IntPtr fn, ulong req, IntPtr info);
+
+        /// <summary>Calls an unmanaged function pointer (int (*)(uint64_t, void *), cdecl).
         /// Not Marshal.GetDelegateForFunctionPointer: Mono hands back the original delegate
         /// for a pointer it made, and invoking that would run the application's code in the
         /// server's domain.</summary>
@@ -46,13 +52,13 @@ namespace Ember.AspNet
 
         static Invoker MakeInvoker()
         {
-            var dm = new DynamicMethod("EmberDomainCall", null, new[] { typeof(IntPtr), typeof(ulong), typeof(IntPtr) },
+            var dm = new DynamicMethod("EmberDomainCall", typeof(int), new[] { typeof(IntPtr), typeof(ulong), typeof(IntPtr) },
                 typeof(DomainEntry).Module, true);
             ILGenerator il = dm.GetILGenerator();
             il.Emit(OpCodes.Ldarg_1);
             il.Emit(OpCodes.Ldarg_2);
             il.Emit(OpCodes.Ldarg_0);
-            il.EmitCalli(OpCodes.Calli, CallingConvention.Cdecl, null, new[] { typeof(ulong), typeof(IntPtr) });
+            il.EmitCalli(OpCodes.Calli, CallingConvention.Cdecl, typeof(int), new[] { typeof(ulong), typeof(IntPtr) });
             il.Emit(OpCodes.Ret);
             return (Invoker)dm.CreateDelegate(typeof(Invoker));
         }

@@ -214,42 +214,44 @@ namespace Ember.AspNet
                     Answer(req, 500, "Internal Server Error: the ASP.NET application could not be started\n");
                     return;
                 }
+                int outcome;
                 if (g.Entry != IntPtr.Zero)
                 {
                     // The direct bridge: the application's domain answers (503 itself if it is
                     // unloaded under the request) and never throws back.
                     if (EntryGate.TryEnter(g.Gate))
                     {
-                        try { DomainEntry.Call(g.Entry, req, info); }
+                        try { outcome = DomainEntry.Call(g.Entry, req, info); }
                         finally { EntryGate.Leave(g.Gate); }
+                    }
+                    else outcome = DomainEntry.Refused;   // closed: the domain is unloading
+                }
+                else
+                {
+                    try
+                    {
+                        outcome = g.Host.Process((long)req, info.ToInt64());
+                    }
+                    catch (ThreadAbortException)
+                    {
+                        // The application's domain was unloaded under this request (a restart).
+                        if (!ShutdownHook.ProcessExiting) Thread.ResetAbort();
+                        Answer(req, 503, AppHost.RestartedText);
                         return;
                     }
-                    // Closed: the domain is unloading. A fresh one takes this request, once.
-                    MarkUnloaded(g.Host);
-                    if (attempt == 0) continue;
-                    Answer(req, 503, "Service Unavailable: the application restarted\n");
-                    return;
+                    catch (Exception ex) when (ex is AppDomainUnloadedException || ex is RemotingException)
+                    {
+                        outcome = DomainEntry.Refused;   // the domain went away between requests
+                    }
                 }
-                try
-                {
-                    g.Host.Process((long)req, info.ToInt64());
-                    return;
-                }
-                catch (ThreadAbortException)
-                {
-                    // The application's domain was unloaded under this request (a restart).
-                    if (!ShutdownHook.ProcessExiting) Thread.ResetAbort();
-                    Answer(req, 503, "Service Unavailable: the application restarted\n");
-                    return;
-                }
-                catch (Exception ex) when (ex is AppDomainUnloadedException || ex is RemotingException)
-                {
-                    // The domain went away between requests: a fresh one takes this request, once.
-                    MarkUnloaded(g.Host);
-                    if (attempt == 0) continue;
-                    Answer(req, 503, "Service Unavailable: the application restarted\n");
-                    return;
-                }
+                if (outcome == DomainEntry.Taken) return;
+                // The domain is unloading (ASP.NET restarts the application) and gave the request
+                // back untouched: a fresh domain, created now, takes it, once. The old one may
+                // still be running Application_End meanwhile.
+                MarkUnloaded(g.Host);
+                if (attempt == 0) continue;
+                Answer(req, 503, AppHost.RestartedText);
+                return;
             }
         }
 
@@ -264,7 +266,7 @@ namespace Ember.AspNet
         static unsafe void Answer(ulong req, int status, string text)
         {
             byte[] body = System.Text.Encoding.UTF8.GetBytes(text);
-            byte[] head = System.Text.Encoding.ASCII.GetBytes("Content-Type: text/plain; charset=utf-8\r\n");
+            byte[] head = System.Text.Encoding.ASCII.GetBytes(AppHost.PlainHead(status));
             fixed (byte* h = head)
             fixed (byte* b = body)
                 NativeMethods.ember_request_respond(req, (ushort)status, h, (UIntPtr)head.Length, b, (UIntPtr)body.Length);

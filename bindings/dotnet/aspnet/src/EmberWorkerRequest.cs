@@ -32,6 +32,8 @@ namespace Ember.AspNet
         EndOfSendNotification _endOfSend;
         object _endOfSendData;
         int _ended;
+        int _claim;          // 0: untouched, 1: System.Web has it, 2: the host took it back (Handback)
+        internal volatile Handback Parked;   // set while System.Web holds it queued
         IntPtr _abortCell;   // AbortCell: the engine's abort notice, once IsClientConnected was asked
 
         internal EmberWorkerRequest(AppHost host, ulong req, EmberRequestInfo* info)
@@ -85,6 +87,38 @@ namespace Ember.AspNet
 
         internal ulong RequestToken { get { return _req; } }
         internal ResponseSink Sink { get { return _sink; } }
+
+        /// <summary>
+        /// Marks the request as System.Web's, at the first thing System.Web does with it beyond
+        /// reading its fields (HttpRuntime.Process sets the end-of-send notification before the
+        /// pipeline runs; the queue manager's 503 starts with SendStatus). False when the host
+        /// took it back first (<see cref="Handback"/>): then nothing System.Web does reaches the
+        /// engine, which another domain or the host answers.
+        /// </summary>
+        internal bool Claim()
+        {
+            int c = Volatile.Read(ref _claim);
+            if (c == 0)
+            {
+                c = Interlocked.CompareExchange(ref _claim, 1, 0);
+                if (c == 0)
+                {
+                    Handback h = Parked;
+                    if (h != null) h.Unpark(this);
+                    return true;
+                }
+            }
+            return c == 1;
+        }
+
+        /// <summary>System.Web has not started on it.</summary>
+        internal bool Untouched { get { return Volatile.Read(ref _claim) == 0; } }
+
+        /// <summary>The host takes an untouched request back; false if System.Web has it.</summary>
+        internal bool TakeBack() { return Interlocked.CompareExchange(ref _claim, 2, 0) == 0; }
+
+        /// <summary>Part of a streamed body was read: it cannot go to another domain.</summary>
+        internal bool BodyPulled { get { return _body.Pulled; } }
 
         /// <summary>True while the engine's request memory may be read (until the answer).</summary>
         internal bool RequestViewsLive { get { return !_sink.Done; } }
@@ -266,12 +300,12 @@ namespace Ember.AspNet
 
         // ---------------- body ----------------
 
-        public override byte[] GetPreloadedEntityBody() { return _body.Preloaded(); }
+        public override byte[] GetPreloadedEntityBody() { return Claim() ? _body.Preloaded() : null; }
         public override int GetPreloadedEntityBodyLength() { return _body.PreloadedLength; }
 
         public override int GetPreloadedEntityBody(byte[] buffer, int offset)
         {
-            byte[] p = _body.Preloaded();
+            byte[] p = Claim() ? _body.Preloaded() : null;
             if (p == null) return 0;
             Buffer.BlockCopy(p, 0, buffer, offset, p.Length);
             return p.Length;
@@ -279,20 +313,24 @@ namespace Ember.AspNet
 
         public override bool IsEntireEntityBodyIsPreloaded() { return _body.EntirelyPreloaded; }
         public override int GetTotalEntityBodyLength() { return _body.Total; }
-        public override int ReadEntityBody(byte[] buffer, int size) { return _body.ReadMore(buffer, 0, size); }
-        public override int ReadEntityBody(byte[] buffer, int offset, int size) { return _body.ReadMore(buffer, offset, size); }
+        public override int ReadEntityBody(byte[] buffer, int size) { return Claim() ? _body.ReadMore(buffer, 0, size) : 0; }
+        public override int ReadEntityBody(byte[] buffer, int offset, int size) { return Claim() ? _body.ReadMore(buffer, offset, size) : 0; }
 
         // ---------------- response ----------------
 
-        public override void SendStatus(int statusCode, string statusDescription) { _sink.SetStatus(statusCode); }
+        public override void SendStatus(int statusCode, string statusDescription)
+        {
+            if (Claim()) _sink.SetStatus(statusCode);
+        }
 
         public override void SendKnownResponseHeader(int index, string value)
         {
-            _sink.AddHeader(GetKnownResponseHeaderName(index), value);
+            if (Claim()) _sink.AddHeader(GetKnownResponseHeaderName(index), value);
         }
 
         public override void SendUnknownResponseHeader(string name, string value)
         {
+            if (!Claim()) return;
             if (string.Equals(name, "Connection", StringComparison.OrdinalIgnoreCase))
             {
                 // Keep-alive is the engine's business; only a close request is passed on.
@@ -309,37 +347,40 @@ namespace Ember.AspNet
 
         public override void SendResponseFromMemory(byte[] data, int length)
         {
-            if (data == null) return;
+            if (data == null || !Claim()) return;
             _sink.Write(data, 0, Math.Min(length, data.Length));
         }
 
         public override void SendResponseFromMemory(IntPtr data, int length)
         {
-            if (data == IntPtr.Zero) return;
+            if (data == IntPtr.Zero || !Claim()) return;
             _sink.Write((byte*)data, length);
         }
 
         public override void SendResponseFromFile(string filename, long offset, long length)
         {
+            if (!Claim()) return;
             using (var f = new FileStream(filename, FileMode.Open, FileAccess.Read, FileShare.ReadWrite | FileShare.Delete))
                 _sink.WriteFile(f, offset, length);
         }
 
         public override void SendResponseFromFile(IntPtr handle, long offset, long length)
         {
+            if (!Claim()) return;
             using (var f = new FileStream(new Microsoft.Win32.SafeHandles.SafeFileHandle(handle, false), FileAccess.Read))
                 _sink.WriteFile(f, offset, length);
         }
 
         public override void FlushResponse(bool finalFlush)
         {
+            if (!Claim()) return;
             int rc = _sink.Flush(finalFlush);
             if (finalFlush && rc != NativeMethods.EMBER_OK) _host.Refused(rc);
         }
 
         public override void CloseConnection()
         {
-            if (!_closeConnection && !_sink.HeadFixed)
+            if (Claim() && !_closeConnection && !_sink.HeadFixed)
             {
                 _closeConnection = true;
                 _sink.AddHeader("Connection", "close");
@@ -366,13 +407,14 @@ namespace Ember.AspNet
 
         public override void SetEndOfSendNotification(EndOfSendNotification callback, object extraData)
         {
+            if (!Claim()) return;
             _endOfSend = callback;
             _endOfSendData = extraData;
         }
 
         public override void EndOfRequest()
         {
-            if (Interlocked.Exchange(ref _ended, 1) != 0) return;
+            if (!Claim() || Interlocked.Exchange(ref _ended, 1) != 0) return;
             // A request that ends without a final flush still gets what it sent.
             if (!_sink.Done) FlushResponse(true);
             IntPtr cell = _abortCell;

@@ -32,6 +32,7 @@ namespace Ember.AspNet
         byte[] _preloaded;
         byte[] _whole;             // a streamed body of unknown length, read whole
         bool _failed;
+        bool _pulled;              // something was read from the client (a streamed body)
 
         internal RequestBody(EmberWorkerRequest owner, ulong req, EmberRequestInfo* info)
         {
@@ -48,6 +49,9 @@ namespace Ember.AspNet
 
         /// <summary>The client or the engine ended the body early (gone, 413, 408).</summary>
         internal bool Failed { get { return _failed; } }
+
+        /// <summary>Bytes were read from the client: the request can no longer be replayed.</summary>
+        internal bool Pulled { get { return _pulled; } }
 
         internal bool EntirelyPreloaded { get { return _total <= PreloadBytes; } }
 
@@ -109,6 +113,7 @@ namespace Ember.AspNet
         int ReadStreamed(byte[] to, int offset, int count)
         {
             int got = 0;
+            _pulled = true;
             while (got < count && !_failed)
             {
                 UIntPtr n;
@@ -128,6 +133,7 @@ namespace Ember.AspNet
         {
             var buf = new byte[PreloadBytes];
             int len = 0;
+            _pulled = true;
             while (true)
             {
                 if (len == buf.Length)
