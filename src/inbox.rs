@@ -57,6 +57,9 @@ struct InState {
     want: bool,
     /// The body was never polled and never will be (the host answered without reading).
     abandoned: bool,
+    /// Since when the host owes a move: it has not started reading, or bytes wait in the
+    /// window for it. None while it waits for the client. The handler timeout runs on it.
+    owed_since: Option<Instant>,
 }
 
 /// Bytes held between the client and the host per streamed body.
@@ -64,7 +67,8 @@ pub(crate) const WINDOW: usize = 64 * 1024;
 
 impl Inbox {
     pub fn new() -> Arc<Inbox> {
-        Arc::new(Inbox { st: Mutex::new(InState::default()), cond: Condvar::new(), pump: Notify::new(), finished: Notify::new(), window: WINDOW })
+        let st = InState { owed_since: Some(Instant::now()), ..InState::default() };
+        Arc::new(Inbox { st: Mutex::new(st), cond: Condvar::new(), pump: Notify::new(), finished: Notify::new(), window: WINDOW })
     }
 
     /// Copies up to `buf.len()` bytes. With `timeout` Some(0) it never blocks.
@@ -90,6 +94,7 @@ impl Inbox {
                 }
                 let was_full = st.buffered >= self.window;
                 st.buffered -= n;
+                st.owed_since = (st.buffered > 0).then(Instant::now);
                 if was_full && st.buffered < self.window {
                     self.pump.notify_one();
                 }
@@ -101,6 +106,8 @@ impl Inbox {
             if st.done {
                 return Read::End;
             }
+            // Everything that came is read: the host now waits for the client.
+            st.owed_since = None;
             match deadline {
                 Some(d) if Instant::now() >= d => {
                     st.want = true;
@@ -146,6 +153,16 @@ impl Inbox {
         self.finished.notify_waiters();
     }
 
+    /// Since when the host has owed a move on a body that is not all in yet (see
+    /// `owed_since`); None while it waits for the client, or once the body is settled.
+    pub fn host_owes_since(&self) -> Option<Instant> {
+        let st = self.st.lock();
+        if st.done || st.error.is_some() || st.abandoned {
+            return None;
+        }
+        st.owed_since
+    }
+
     pub fn is_finished(&self) -> bool {
         let st = self.st.lock();
         st.done || st.error.is_some()
@@ -156,6 +173,9 @@ impl Inbox {
         let mut st = self.st.lock();
         st.buffered += data.len();
         st.chunks.push_back(data);
+        if st.owed_since.is_none() {
+            st.owed_since = Some(Instant::now());
+        }
         let want = std::mem::take(&mut st.want);
         drop(st);
         self.cond.notify_all();

@@ -26,7 +26,6 @@ use std::sync::atomic::Ordering::Relaxed;
 #[cfg(not(feature = "ws"))]
 use std::convert::Infallible;
 use std::sync::Arc;
-use tokio::sync::oneshot;
 
 /// `ember_request_info.flags`: the body is read with `ember_request_read`.
 pub const FLAG_BODY_STREAMED: u32 = 1;
@@ -36,9 +35,11 @@ pub const FLAG_WEBSOCKET: u32 = 2;
 pub const FLAG_TLS: u32 = 4;
 
 mod finish;
+mod wait;
 
 pub(crate) use finish::Handled;
 use finish::{Finish, Later};
+use wait::{now, wait, Pending};
 
 /// Called by hyper for each request. Everything that needs no waiting runs here, in the
 /// call: a request without a body answered by an inline handler is finished before
@@ -389,59 +390,6 @@ fn upgrade_required() -> Answer {
     a
 }
 
-/// The answer if it is there already.
-fn now(pending: &mut Pending, rx: &mut oneshot::Receiver<Answer>) -> Option<Answer> {
-    match rx.try_recv() {
-        Ok(a) => {
-            // The sender went through a claim: the request has left Pending for good
-            // (answered, streaming or refused), so the expiry on drop would change nothing.
-            pending.0 = 0;
-            Some(a)
-        }
-        // Ended already (the monitor expired a handler that blocked inline): a polled
-        // finished receiver would panic.
-        Err(oneshot::error::TryRecvError::Closed) => Some(canned(503, false)),
-        Err(oneshot::error::TryRecvError::Empty) => None,
-    }
-}
-
-async fn wait(run: &Run, pending: &mut Pending, mut rx: oneshot::Receiver<Answer>, inbox: Option<&Inbox>) -> Answer {
-    if let Some(a) = now(pending, &mut rx) {
-        return a;
-    }
-    // A handler reading its body in pieces gets the handler timeout once the body is in.
-    if let Some(inbox) = inbox {
-        tokio::select! {
-            a = &mut rx => {
-                if a.is_ok() {
-                    pending.0 = 0;
-                }
-                return a.unwrap_or_else(|_| canned(503, false));
-            }
-            _ = inbox.wait_finished() => {}
-        }
-    }
-    let limit = run.limits.handler_timeout;
-    let outcome = if limit.is_zero() {
-        (&mut rx).await.ok()
-    } else {
-        match tokio::time::timeout(limit, &mut rx).await {
-            Ok(r) => r.ok(),
-            Err(_) if registry::expire(pending.0, true) => {
-                run.log.warn(&format!("request {:#x}: no answer within {} ms, answered 503", pending.0, limit.as_millis()));
-                None
-            }
-            // The host claimed the answer just before the timeout: it is on its way, and
-            // the host was told it got through, so it is the one sent.
-            Err(_) => rx.await.ok(),
-        }
-    };
-    if outcome.is_some() {
-        pending.0 = 0;
-    }
-    outcome.unwrap_or_else(|| canned(503, false))
-}
-
 /// RFC 9112 §3.2: an HTTP/1.1 request carries exactly one Host header, HTTP/1.0 at most one.
 fn host_header_ok(parts: &http::request::Parts) -> bool {
     host_ok(parts.version, &parts.headers)
@@ -450,18 +398,6 @@ fn host_header_ok(parts: &http::request::Parts) -> bool {
 pub(crate) fn host_ok(version: Version, headers: &http::HeaderMap) -> bool {
     let hosts = headers.get_all(http::header::HOST).iter().count();
     if version == Version::HTTP_11 { hosts == 1 } else { hosts <= 1 }
-}
-
-/// Ends the request in the registry if this future is dropped first (client gone, stop).
-/// 0 once an answer came through, which can only follow a claim: nothing left to end.
-struct Pending(u64);
-
-impl Drop for Pending {
-    fn drop(&mut self) {
-        if self.0 != 0 {
-            registry::expire(self.0, false);
-        }
-    }
 }
 
 struct ActiveRequest(Arc<Run>);

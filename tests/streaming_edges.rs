@@ -120,3 +120,63 @@ fn a_reader_between_reads_when_the_engine_answers_413_hears_too_large() {
     assert_eq!(read_err, ember::ErrorKind::TooLarge);
     assert_eq!(answer, Err(ember::ErrorKind::TooLarge));
 }
+
+fn never_reading_or_slow_client_server() -> (Arc<ember::Server>, u16) {
+    server(Dispatch::Pool, |s| {
+        s.set_limits(|l| Ok(l.handler_timeout = Duration::from_millis(400))).unwrap();
+        let streamed = |handler: ember::Handler| ember::router::Endpoint::Http { stream_body: true, pool: false, handler };
+        // Keeps the request and never reads nor answers.
+        s.route_to(Some(http::Method::POST), "/ignore", streamed(Arc::new(|_: &Request| {}))).unwrap();
+        // Reads everything as it comes, then answers with the byte count.
+        s.route_to(Some(http::Method::POST), "/count", streamed(Arc::new(|r: &Request| {
+            let id = r.id();
+            std::thread::spawn(move || {
+                let (mut buf, mut n) = (vec![0u8; 4096], 0);
+                loop {
+                    match streaming::read(id, &mut buf, Some(Duration::from_secs(5))) {
+                        Ok(0) => break,
+                        Ok(k) => n += k,
+                        Err(e) if e.kind == ember::ErrorKind::WouldBlock => {}
+                        Err(_) => return,
+                    }
+                }
+                ember::response::answer(200, b"", n.to_string().into()).and_then(|a| ember::respond(id, a)).unwrap();
+            });
+        })))
+        .unwrap();
+    })
+}
+
+/// A host that takes a streamed-body request and never reads it used to hold the client
+/// forever: the handler timeout only started once the body was in, which never came.
+#[test]
+fn a_host_that_never_reads_its_streamed_body_is_timed_out() {
+    let (_s, port) = never_reading_or_slow_client_server();
+    let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    use std::io::{Read, Write};
+    c.write_all(b"POST /ignore HTTP/1.1\r\nHost: t\r\nContent-Length: 100000\r\n\r\n").unwrap();
+    c.write_all(&[b'x'; 1000]).unwrap();
+    let t = std::time::Instant::now();
+    let mut head = [0u8; 12];
+    c.read_exact(&mut head).unwrap();
+    assert_eq!(&head, b"HTTP/1.1 503", "after {:?}", t.elapsed());
+}
+
+/// The same timeout does not run while the host waits for a slow client.
+#[test]
+fn a_slow_client_of_a_streamed_body_is_not_the_hosts_timeout() {
+    let (_s, port) = never_reading_or_slow_client_server();
+    let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    use std::io::{Read, Write};
+    c.write_all(b"POST /count HTTP/1.1\r\nHost: t\r\nContent-Length: 30\r\nConnection: close\r\n\r\n").unwrap();
+    for _ in 0..3 {
+        // Each pause is longer than the handler timeout.
+        std::thread::sleep(Duration::from_millis(700));
+        c.write_all(&[b'x'; 10]).unwrap();
+    }
+    let mut resp = String::new();
+    c.read_to_string(&mut resp).unwrap();
+    assert!(resp.starts_with("HTTP/1.1 200") && resp.ends_with("\r\n\r\n30"), "{resp:?}");
+}
