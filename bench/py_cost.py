@@ -8,6 +8,7 @@ they are what before/after comparisons of the binding's per-request cost use
     bench/py_cost.py                     # every case below
     bench/py_cost.py py-ref-inline
     N1=200 N2=1200 bench/py_cost.py
+    KEEP=/tmp/prof bench/py_cost.py     # also keeps each profile as /tmp/prof.<case>.<n>
 
 Each case runs the server (one I/O thread) twice under callgrind, with N1 and N2
 keep-alive GETs from a client outside it on one connection; the difference divided by
@@ -107,6 +108,8 @@ def measure(case: str, n: int) -> int:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        if os.environ.get("KEEP"):  # keep the profile for callgrind_annotate
+            Path(f"{os.environ['KEEP']}.{case}.{n}").write_bytes(out.read_bytes())
         m = re.search(r"^(?:summary|totals): (\d+)", out.read_text(), re.M)
         if not m:
             raise RuntimeError(f"{case}: no totals in the callgrind output")

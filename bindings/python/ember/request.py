@@ -109,7 +109,7 @@ class Request:
     __slots__ = (
         "handle", "_info", "_f", "_method", "_raw_path", "_query_string", "_body", "_remote",
         "_route", "_raw_headers", "_raw_params", "_headers", "_params", "_query_list",
-        "_deferred", "_events", "_stream", "_reader", "_flags", "_length", "__weakref__",
+        "_deferred", "_events", "_stream", "_reader", "__weakref__",
     )
 
     def __init__(self, handle: int, info: int | None) -> None:
@@ -120,7 +120,6 @@ class Request:
         self._remote = self._route = self._raw_headers = self._raw_params = None
         self._headers = self._params = self._query_list = None
         self._deferred = self._events = self._stream = self._reader = None
-        self._flags = self._length = None
 
     # -- reading the engine's struct -------------------------------------------------
     def _fields(self) -> tuple:
@@ -146,8 +145,7 @@ class Request:
         if self._body is None:
             self._body = self._view(3)
         self._params_raw()
-        f = self._fields()
-        self._length, self._flags = f[_I_LENGTH], f[_I_FLAGS]
+        # _f stays: flags and content length are read from it after this, too.
         self._info = None
 
     # -- fields ----------------------------------------------------------------------
@@ -196,17 +194,12 @@ class Request:
     @property
     def body_streamed(self) -> bool:
         """True on a ``stream_body`` route: the body is read from ``stream``."""
-        flags = self._flags
-        if flags is None:
-            flags = self._flags = self._fields()[_I_FLAGS]
-        return bool(flags & _BODY_STREAMED)
+        return bool(self._fields()[_I_FLAGS] & _BODY_STREAMED)
 
     @property
     def content_length(self) -> int | None:
         """The declared Content-Length; None when the client did not state one."""
-        n = self._length
-        if n is None:
-            n = self._length = self._fields()[_I_LENGTH]
+        n = self._fields()[_I_LENGTH]
         return None if n < 0 else n
 
     @property
