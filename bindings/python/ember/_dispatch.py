@@ -10,6 +10,7 @@ import inspect
 import logging
 import sys
 import threading
+import weakref
 from typing import Any, Callable
 
 from . import _lib
@@ -104,8 +105,9 @@ def make_dispatch(table: list, runner: LoopRunner,
     nocopy_min = NOCOPY_MIN
     OK = _lib.OK
     submit = runner.submit
-    refcount = getattr(sys, "getrefcount", _always_kept)
+    refcount = getattr(sys, "getrefcount", None)
     unkept = _unkept_count()
+    ref = weakref.ref
 
     def on_request(slot: int, handle: int, info: int) -> None:
         request = None
@@ -124,14 +126,22 @@ def make_dispatch(table: list, runner: LoopRunner,
             stream = request._stream
             # A request the handler kept (stored, captured, deferred, held by its result)
             # must not point into engine memory after the answer, so it is copied out
-            # first. Whether it was kept is its reference count: exact on CPython, and
-            # cheaper than the weak reference this used to take; elsewhere every request
-            # counts as kept (a copy too many, never a dangling view). One not kept is
-            # dropped here: after the answer call its views may be gone.
-            if refcount(request) > unkept:
-                request._detach()
+            # first. One not kept is dropped here: after the answer call its views may be
+            # gone. Whether it was kept is its reference count where the interpreter has
+            # one (CPython; cheaper than a weak reference), else a weak reference once
+            # ours is dropped (exact where objects die with their last reference, a copy
+            # too many elsewhere, never a dangling view).
+            if refcount is not None:
+                if refcount(request) > unkept:
+                    request._detach()
+                else:
+                    request = None
             else:
+                kept = ref(request)
                 request = None
+                request = kept()
+                if request is not None:
+                    request._detach()
             if type(result) is not Response:
                 if stream is not None:
                     after_stream(stream, result)
@@ -174,10 +184,6 @@ def make_dispatch(table: list, runner: LoopRunner,
                 pass
 
     return on_request
-
-
-def _always_kept(_obj: Any) -> int:
-    return 1 << 30
 
 
 def _unkept_count() -> int:
