@@ -361,6 +361,16 @@ for _name, (_restype, _argtypes) in _PROTOTYPES.items():
 string_at = ctypes.string_at
 _answer_free = lib.ember_answer_free
 
+# Calls that never block and are made once per request keep the GIL: ctypes then skips
+# releasing and re-taking it around the call (a PyDLL view of the same library).
+# Both only claim the request and queue the answer (respond_small also copies a small
+# body: the ASGI server uses it below NOCOPY_MIN). Measured: about 800
+# instructions per request less for the reference app (bench/results/py-cost.md).
+held = ctypes.PyDLL(lib._name, handle=lib._handle)
+for _name in ("ember_request_respond_answer", "ember_request_respond_small"):
+    _fn = getattr(held, _name)
+    _fn.restype, _fn.argtypes = _PROTOTYPES[_name]
+
 
 def last_error() -> str:
     """The engine's message for the last failed call on this thread."""

@@ -21,7 +21,7 @@ log = logging.getLogger("ember")
 
 _respond = _lib.lib.ember_request_respond
 _respond_nocopy = _lib.lib.ember_request_respond_nocopy
-_respond_answer = _lib.lib.ember_request_respond_answer
+_respond_answer = _lib.held.ember_request_respond_answer
 _answer_new = _lib.lib.ember_answer_new
 
 # Bodies from this size on are lent to the engine instead of copied: it keeps a pointer
