@@ -1,17 +1,17 @@
 #!/usr/bin/env python3
 """Instructions per request (callgrind) of the Python binding: the reference app
-(samples/python/ember_ref.py, GET /, its prebuilt Response) and the ASGI server
-(samples/python/asgi_hello.py, GET /). Counts, not times: they hold on a busy machine, so
+(samples/python/ember_ref.py: GET /, its prebuilt Response; GET /users/42, a fresh JSON
+Response per request) and the ASGI server (samples/python/asgi_hello.py, GET /). Counts, not times: they hold on a busy machine, so
 they are what before/after comparisons of the binding's per-request cost use
 (bench/results/py-cost.md).
 
     bench/py_cost.py                     # every case below
-    bench/py_cost.py py-ref-inline
+    bench/py_cost.py py-ref-inline py-ref-users-inline
     N1=200 N2=1200 bench/py_cost.py
     KEEP=/tmp/prof bench/py_cost.py     # also keeps each profile as /tmp/prof.<case>.<n>
 
 Each case runs the server (one I/O thread) twice under callgrind, with N1 and N2
-keep-alive GETs from a client outside it on one connection; the difference divided by
+keep-alive GETs of the case's path from a client outside it on one connection; the difference divided by
 N2 - N1 is one request's cost: interpreter start-up, imports and shutdown cancel out.
 Every thread of the process counts (engine, Python, asyncio loop). Needs the release
 build (target/release/libember.so) and valgrind.
@@ -51,10 +51,12 @@ def asgi(dispatch):
     return cmd
 
 
+# case -> (command, path)
 CASES = {
-    "py-ref-inline": ref("inline"),
-    "py-ref-pool": ref("pool"),
-    "asgi-inline": asgi("inline"),
+    "py-ref-inline": (ref("inline"), "/"),
+    "py-ref-pool": (ref("pool"), "/"),
+    "py-ref-users-inline": (ref("inline"), "/users/42"),
+    "asgi-inline": (asgi("inline"), "/"),
 }
 
 
@@ -79,10 +81,10 @@ def wait_port(port: int, proc: subprocess.Popen, limit: float = 180) -> None:
     raise RuntimeError("the server did not start")
 
 
-def load(port: int, n: int) -> None:
+def load(port: int, path: str, n: int) -> None:
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     for _ in range(n):
-        c.request("GET", "/")
+        c.request("GET", path)
         r = c.getresponse()
         body = r.read()
         assert r.status == 200 and body, (r.status, body)
@@ -93,14 +95,15 @@ def measure(case: str, n: int) -> int:
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "callgrind.out"
         port = free_port()
-        argv, extra = CASES[case](port)
+        make, path = CASES[case]
+        argv, extra = make(port)
         env = dict(os.environ, EMBER_LIBRARY=str(LIB),
                    PYTHONPATH=str(ROOT / "bindings" / "python"), **extra)
         proc = subprocess.Popen(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"] + argv,
                                 env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
         try:
             wait_port(port, proc)
-            load(port, n)
+            load(port, path, n)
         finally:
             proc.send_signal(signal.SIGTERM)
             try:

@@ -17,16 +17,14 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import parse_qsl, unquote
 
-from ._lib import string_at
+from ._wire import MEM, headers as _wire_pairs
 
 # ember_request_info in native layout: size, id, six (ptr, len) views, headers (ptr, count),
-# params (ptr, count), http_version, content_length, flags. One string_at + one unpack
-# reads all of it.
+# params (ptr, count), http_version, content_length, flags. One unpack reads all of it.
 _INFO = struct.Struct("@NQPNPNPNPNPNPNPNPNIqI")
 _I_LENGTH = 19
 _I_FLAGS = 20
 _BODY_STREAMED = 1  # EMBER_REQUEST_BODY_STREAMED
-_PAIR = struct.Struct("@PNPN")  # ember_header: name (ptr, len), value (ptr, len)
 
 _HTTP_VERSIONS = {10: "1.0", 11: "1.1", 20: "2"}
 
@@ -44,14 +42,9 @@ def _header_text(b: bytes) -> str:
         return b.decode("latin-1")
 
 
-def _pairs(ptr: int, count: int) -> list[tuple[bytes, bytes]]:
-    if not count:
-        return []
-    blob = string_at(ptr, _PAIR.size * count)
-    return [
-        (string_at(np, nl) if nl else b"", string_at(vp, vl) if vl else b"")
-        for np, nl, vp, vl in _PAIR.iter_unpack(blob)
-    ]
+# Views are read as slices of one memoryview over the address space (see _wire): no
+# foreign call per field, as ctypes.string_at would make.
+_pairs = _wire_pairs
 
 
 class Headers(Mapping):
@@ -127,14 +120,17 @@ class Request:
         if f is None:
             if self._info is None:
                 raise RuntimeError("ember: request data is gone (the request was answered)")
-            f = self._f = _INFO.unpack(string_at(self._info, _INFO.size))
+            f = self._f = _INFO.unpack_from(MEM, self._info)
         return f
 
     def _view(self, i: int) -> bytes:
         # Views are fields 2..13 as (ptr, len) pairs; i is the pair number (0 = method).
         f = self._fields()
         n = f[3 + 2 * i]
-        return string_at(f[2 + 2 * i], n) if n else b""
+        if not n:
+            return b""
+        p = f[2 + 2 * i]
+        return MEM[p:p + n].tobytes()
 
     def _detach(self) -> None:
         """Copies everything out of the engine's memory; the struct is not read again."""

@@ -52,6 +52,10 @@ def _dumps(obj: Any) -> bytes:
     return json.dumps(obj, ensure_ascii=False).encode("utf-8")
 
 
+# Content-Type -> its header line, for Responses without other headers (bounded).
+_TYPE_HEADS: dict[str, bytes] = {}
+
+
 def _head(headers: HeadersLike, content_type: str | None) -> bytes:
     items = list(headers.items() if isinstance(headers, Mapping) else headers or ())
     if content_type is not None:
@@ -85,7 +89,9 @@ class Response:
 
     def __init__(self, body: Any = b"", status: int = 200, headers: HeadersLike = None,
                  content_type: str | None = None, *, cache_for: int | None = None) -> None:
-        if isinstance(body, (bytes, bytearray, memoryview)):
+        if type(body) is bytes:
+            default_type = "application/octet-stream" if body else None
+        elif isinstance(body, (bytes, bytearray, memoryview)):
             body = bytes(body)
             default_type = "application/octet-stream" if body else None
         elif isinstance(body, str):
@@ -100,11 +106,23 @@ class Response:
             raise TypeError(f"ember: cannot send a {type(body).__name__} as a body")
         if type(status) is not int or not 100 <= status <= 999:
             raise ValueError(f"ember: invalid status {status!r}")
-        if content_type is None and default_type is not None and not _has_type(headers):
-            content_type = default_type
+        if headers is None:
+            # The usual Response: a Content-Type at most. Its header line is remembered per
+            # type, since a program uses a handful (a fresh JSON Response per request then
+            # builds no header block).
+            if content_type is None:
+                content_type = default_type
+            head = _TYPE_HEADS.get(content_type) if type(content_type) is str else None
+            if head is None:
+                head = _head(None, content_type)
+                if type(content_type) is str and len(_TYPE_HEADS) < 64:
+                    _TYPE_HEADS[content_type] = head
+        else:
+            if content_type is None and default_type is not None and not _has_type(headers):
+                content_type = default_type
+            head = _head(headers, content_type)
         self._status = status
         self._body = body
-        head = _head(headers, content_type)
         if cache_for is not None:
             if type(cache_for) is not int or not 1 <= cache_for <= 31536000:
                 raise ValueError(f"ember: cache_for must be 1 to 31536000 seconds, not {cache_for!r}")
