@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import parse_qsl, unquote
 
-from ._wire import MEM, headers as _wire_pairs
+from ._wire import MEM, PAIR as _PAIR, headers as _wire_pairs  # _PAIR: ember_header (ptr, len) x2
 
 # ember_request_info in native layout: size, id, six (ptr, len) views, headers (ptr, count),
 # params (ptr, count), http_version, content_length, flags. One unpack reads all of it.
