@@ -37,8 +37,10 @@
  * auto dispatch, health path and drain, trusted proxies and the PROXY protocol,
  * `ember_request_info.scheme` and `.peer_addr`. 4: static files, compression, the output
  * cache, CORS, filters, TLS, the access log, metrics, `ember_server_stop_accepting`.
+ * 5: prepared answers (`ember_answer_new`, `ember_answer_free`,
+ * `ember_request_respond_answer`) and `ember_request_respond_small`.
  */
-#define EMBER_ABI_VERSION 4
+#define EMBER_ABI_VERSION 5
 
 /**
  * Handlers run on the I/O worker thread: fastest; a handler must not block.
@@ -370,6 +372,12 @@ typedef struct ember_cache_stats {
    */
   uint64_t bytes;
 } ember_cache_stats;
+
+/**
+ * A prepared answer handle: a generation-checked token (never 0), not a pointer. After
+ * `ember_answer_free` every use of it returns `EMBER_ERR_INVALID_HANDLE`.
+ */
+typedef uint64_t ember_answer;
 
 /**
  * A request handle: a generation-checked token (never 0), not a pointer. Using a handle
@@ -896,6 +904,56 @@ ember_result ember_server_filter_path(struct ember_server *server, const char *p
  * (0 = no limit, the default; the head size limit still applies, 431).
  */
 ember_result ember_server_filter_max_url(struct ember_server *server, uint64_t max_bytes);
+
+/**
+ * Builds an answer once for many requests: `status` (200-999), `headers` as for
+ * `ember_request_respond` (NULL/0 for none) and a body. Checked now, so answering with
+ * it later fails only for reasons of the request. The handle goes to `*out_answer`
+ * (untouched on failure).
+ *
+ * Ownership: `headers` and `body` are copied before this returns. The answer belongs to
+ * the library; the host ends it with `ember_answer_free` exactly once, from any thread,
+ * also while requests are being answered with it. Thread-safe.
+ */
+ember_result ember_answer_new(uint16_t status,
+                              const char *headers,
+                              size_t headers_len,
+                              const void *body,
+                              size_t body_len,
+                              ember_answer *out_answer);
+
+/**
+ * Frees a prepared answer. Requests already answered with it still get their whole body.
+ * `EMBER_ERR_INVALID_HANDLE` if `answer` is 0, freed already, or not from
+ * `ember_answer_new`.
+ */
+ember_result ember_answer_free(ember_answer answer);
+
+/**
+ * Answers `req` with a prepared answer, as `ember_request_respond` would with its
+ * status, headers and body; the body is shared, not copied. Any thread, once per request.
+ * Errors: those of `ember_request_respond`, and `EMBER_ERR_INVALID_HANDLE` for a freed or
+ * unknown `answer` (then the request still waits for an answer).
+ *
+ * Ownership: nothing changes hands; `answer` stays the host's to free.
+ */
+ember_result ember_request_respond_answer(ember_request req, ember_answer answer);
+
+/**
+ * Answers `req` in one call with `status` (200-999), a Content-Type (`content_type`,
+ * `content_type_len` bytes, not NUL-terminated; 0 = no Content-Type) and a body: the
+ * usual small answer without a header block to build and parse. Same errors as
+ * `ember_request_respond` (a bad status or content type is `EMBER_ERR_INVALID_ARG` and
+ * the request still waits). NULL is fine for a pointer whose length is 0.
+ *
+ * Ownership: `content_type` and `body` are copied before this returns.
+ */
+ember_result ember_request_respond_small(ember_request req,
+                                         uint16_t status,
+                                         const char *content_type,
+                                         uint32_t content_type_len,
+                                         const void *body,
+                                         uint32_t body_len);
 
 /**
  * Copies the request's info struct (the same one the handler received) into

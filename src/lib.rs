@@ -46,6 +46,7 @@ mod listener;
 pub mod log;
 mod metrics;
 mod observe;
+pub mod prepared;
 mod registry;
 mod reply;
 pub mod request;

@@ -26,7 +26,7 @@ type Parsed = (HeaderMap, Option<u64>, bool);
 /// Room in every answer's header map. hyper keeps the map of the answer it wrote and
 /// parses the connection's next request into it: a copy made to measure (what `clone`
 /// gives) had to grow, a reallocation inside hyper on every request.
-const MAP_ROOM: usize = 6;
+pub(crate) const MAP_ROOM: usize = 6;
 
 thread_local! {
     static PARSED: std::cell::RefCell<Vec<(Box<[u8]>, Parsed)>> = const { std::cell::RefCell::new(Vec::new()) };
@@ -62,7 +62,7 @@ fn parse_marked(block: &[u8]) -> Result<Parsed> {
     Ok(parsed)
 }
 
-fn roomy_copy(map: &HeaderMap) -> HeaderMap {
+pub(crate) fn roomy_copy(map: &HeaderMap) -> HeaderMap {
     let mut copy = HeaderMap::with_capacity(MAP_ROOM.max(map.len()));
     for (name, value) in map {
         copy.append(name.clone(), value.clone());

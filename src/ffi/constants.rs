@@ -9,7 +9,9 @@ use super::types::ember_result;
 /// auto dispatch, health path and drain, trusted proxies and the PROXY protocol,
 /// `ember_request_info.scheme` and `.peer_addr`. 4: static files, compression, the output
 /// cache, CORS, filters, TLS, the access log, metrics, `ember_server_stop_accepting`.
-pub const EMBER_ABI_VERSION: u32 = 4;
+/// 5: prepared answers (`ember_answer_new`, `ember_answer_free`,
+/// `ember_request_respond_answer`) and `ember_request_respond_small`.
+pub const EMBER_ABI_VERSION: u32 = 5;
 
 /// Success.
 pub const EMBER_OK: ember_result = 0;

@@ -11,6 +11,7 @@ pub mod constants;
 pub mod errors;
 pub mod observe;
 pub mod policy;
+pub mod prepared;
 pub mod request;
 pub mod server;
 pub mod static_files;

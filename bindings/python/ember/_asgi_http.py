@@ -17,7 +17,9 @@ log = logging.getLogger("ember.asgi")
 ASGIApp = Callable[[dict, Callable[[], Awaitable[dict]], Callable[[dict], Awaitable[None]]], Awaitable[None]]
 
 _respond = _lib.lib.ember_request_respond
+_respond_small = _lib.held.ember_request_respond_small
 _OK = _lib.OK
+_ERR_INVALID_ARG = _lib.ERR_INVALID_ARG
 
 # A streamed request body is handed to the app in pieces of at most this size.
 _READ_MAX = 65536
@@ -202,11 +204,24 @@ class _HTTPCycle:
         elif type(body) is not bytes:
             body = bytes(body)
         self.done = True
+        n = len(body)
+        headers = self.headers
+        if n < NOCOPY_MIN and type(headers) in (list, tuple) and len(headers) == 1:
+            # Only a Content-Type (the usual small JSON or text answer): one call with no
+            # header block to build here or parse in the engine. A value the engine
+            # refuses (a line break ...) goes the long way, which reports it.
+            name, value = headers[0]
+            if type(value) is bytes and (name == b"content-type" or name.lower() == b"content-type"):
+                rc = _respond_small(self.handle, self.status, value, len(value), body, n)
+                if rc != _ERR_INVALID_ARG:
+                    if rc != _OK:
+                        _refused(rc, self.handle, f"{self.scope['method']} {self.scope['path']}", log)
+                    self._wake()
+                    return
         head = self._head()
         if head is None:
             _internal_error(self.handle)
             return
-        n = len(body)
         if n < NOCOPY_MIN:
             rc = _respond(self.handle, self.status, head, len(head), body, n)
         else:

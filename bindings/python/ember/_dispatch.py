@@ -1,5 +1,6 @@
 """The engine's callbacks into Python: requests (one C callback per server: a ``Request``
-per call, the handler, its result turned into one ``ember_request_respond``), log lines,
+per call, the handler, its result turned into one ``ember_request_respond``, or
+``ember_request_respond_answer`` for a Response answered before), log lines,
 and the start and end of engine threads."""
 
 from __future__ import annotations
@@ -7,6 +8,7 @@ from __future__ import annotations
 import ctypes
 import inspect
 import logging
+import sys
 import threading
 import weakref
 from typing import Any, Callable
@@ -15,7 +17,8 @@ from . import _lib
 from ._async import LoopRunner
 from ._events import events_of
 from .request import Request
-from .response import _QUIET, INTERNAL_ERROR, NOCOPY_MIN, Response, answer, describe, encode, send
+from .response import (_QUIET, INTERNAL_ERROR, NOCOPY_MIN, Response, answer, describe, encode, send,
+                       send_response)
 from ._pump import after_stream, handler_failed, stream_async, stream_sync
 from .streaming import STREAM_TYPES, is_async_stream
 
@@ -98,9 +101,12 @@ def make_dispatch(table: list, runner: LoopRunner,
     """The function behind the server's single handler callback. ``offload(fn, *args)``
     runs a call on a binding thread (OFFLOAD routes)."""
     respond = _lib.lib.ember_request_respond
+    respond_answer = _lib.held.ember_request_respond_answer
     nocopy_min = NOCOPY_MIN
     OK = _lib.OK
     submit = runner.submit
+    refcount = getattr(sys, "getrefcount", None)
+    unkept = _unkept_count()
     ref = weakref.ref
 
     def on_request(slot: int, handle: int, info: int) -> None:
@@ -118,16 +124,24 @@ def make_dispatch(table: list, runner: LoopRunner,
                 return
             result = fn(request)
             stream = request._stream
-            # A request the handler kept (stored, captured, deferred) must not point into
-            # engine memory after the answer, so it is copied out first. Whether it was
-            # kept is asked of a weak reference once ours is dropped: exact where objects
-            # die with their last reference (CPython), a copy too many elsewhere, never a
-            # dangling view.
-            kept = ref(request)
-            request = None
-            request = kept()
-            if request is not None:
-                request._detach()
+            # A request the handler kept (stored, captured, deferred, held by its result)
+            # must not point into engine memory after the answer, so it is copied out
+            # first. One not kept is dropped here: after the answer call its views may be
+            # gone. Whether it was kept is its reference count where the interpreter has
+            # one (CPython; cheaper than a weak reference), else a weak reference once
+            # ours is dropped (exact where objects die with their last reference, a copy
+            # too many elsewhere, never a dangling view).
+            if refcount is not None:
+                if refcount(request) > unkept:
+                    request._detach()
+                else:
+                    request = None
+            else:
+                kept = ref(request)
+                request = None
+                request = kept()
+                if request is not None:
+                    request._detach()
             if type(result) is not Response:
                 if stream is not None:
                     after_stream(stream, result)
@@ -148,7 +162,12 @@ def make_dispatch(table: list, runner: LoopRunner,
                     return
                 status, head, body = encode(result)
             else:
-                status, head, body = result.status, result._head, result.body
+                prep = result._prep
+                # A Response answered before has a prepared copy in the engine: one short call.
+                rc = respond_answer(handle, prep) if prep else send_response(handle, result)
+                if rc != OK:
+                    respond_failed(rc, handle, result._status, result._head, result._body, request)
+                return
             n = len(body)
             if n < nocopy_min:
                 rc = respond(handle, status, head, len(head), body, n)
@@ -165,6 +184,17 @@ def make_dispatch(table: list, runner: LoopRunner,
                 pass
 
     return on_request
+
+
+def _unkept_count() -> int:
+    """What ``sys.getrefcount(request)`` gives in ``on_request`` for a request held by
+    its local variable alone: measured in code of the same shape (a local passed to the
+    call), since interpreters differ in the references a call's argument holds."""
+    if not hasattr(sys, "getrefcount"):
+        return 0
+    getrefcount = sys.getrefcount
+    request = object()
+    return getrefcount(request)
 
 
 def watch(request: Request, runner: LoopRunner) -> None:

@@ -120,7 +120,7 @@ def candidates() -> list[Path]:
 
 # The ABI these declarations mirror (include/ember.h's EMBER_ABI_VERSION). An engine of another
 # version is refused: its structs or functions may not be what this module declares.
-ABI_VERSION = 4
+ABI_VERSION = 5
 
 
 def _process_arch() -> str:
@@ -253,8 +253,27 @@ class Stats(Structure):
     ]
 
 
+class Answer(c_uint64):
+    """A prepared answer (``ember_answer_new``), freed with the object. Being a
+    ``c_uint64``, it goes into ``ember_request_respond_answer`` as it is: ctypes builds no
+    conversion object per call, as it does for a Python int."""
+
+    __slots__ = ()
+
+    def __del__(self) -> None:
+        try:
+            if self.value:
+                _answer_free(self.value)
+        except Exception:  # at interpreter exit the library may be gone already
+            pass
+
+
 # user_data is declared c_size_t in the callbacks: the binding passes small integers
 # (route numbers), and an int argument is cheaper for ctypes to hand over than c_void_p.
+# The request handle stays a plain int: a c_uint64 subclass here would skip the conversion
+# when it goes back into an ABI call, but ctypes instantiates such a class for every call
+# of the callback, which costs more (measured: about 1,000 instructions per request more,
+# bench/results/py-cost.md).
 HANDLER_FN = CFUNCTYPE(None, c_size_t, c_uint64, c_size_t)
 RELEASE_FN = CFUNCTYPE(None, c_size_t)
 LOG_FN = CFUNCTYPE(None, c_size_t, c_int32, c_void_p, c_size_t)
@@ -311,6 +330,10 @@ _PROTOTYPES = {
     "ember_request_header": (c_int32, [c_uint64, c_char_p, POINTER(Str)]),
     "ember_request_param": (c_int32, [c_uint64, c_char_p, POINTER(Str)]),
     "ember_request_respond": (c_int32, [c_uint64, c_uint16, c_char_p, c_size_t, c_char_p, c_size_t]),
+    "ember_answer_new": (c_int32, [c_uint16, c_char_p, c_size_t, c_char_p, c_size_t, POINTER(c_uint64)]),
+    "ember_answer_free": (c_int32, [c_uint64]),
+    "ember_request_respond_answer": (c_int32, [c_uint64, c_uint64]),
+    "ember_request_respond_small": (c_int32, [c_uint64, c_uint16, c_char_p, c_uint32, c_char_p, c_uint32]),
     "ember_request_respond_nocopy": (c_int32, [c_uint64, c_uint16, c_char_p, c_size_t, c_char_p,
                                                c_size_t, RELEASE_FN, c_size_t]),
     "ember_response_write_nocopy": (c_int32, [c_uint64, c_char_p, c_size_t, RELEASE_FN, c_size_t]),
@@ -336,6 +359,17 @@ for _name, (_restype, _argtypes) in _PROTOTYPES.items():
     _fn.argtypes = _argtypes
 
 string_at = ctypes.string_at
+_answer_free = lib.ember_answer_free
+
+# Calls that never block and are made once per request keep the GIL: ctypes then skips
+# releasing and re-taking it around the call (a PyDLL view of the same library).
+# Both only claim the request and queue the answer (respond_small also copies a small
+# body: the ASGI server uses it below NOCOPY_MIN). Measured: about 800
+# instructions per request less for the reference app (bench/results/py-cost.md).
+held = ctypes.PyDLL(lib._name, handle=lib._handle)
+for _name in ("ember_request_respond_answer", "ember_request_respond_small"):
+    _fn = getattr(held, _name)
+    _fn.restype, _fn.argtypes = _PROTOTYPES[_name]
 
 
 def last_error() -> str:

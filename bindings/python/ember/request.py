@@ -17,16 +17,14 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import parse_qsl, unquote
 
-from ._lib import string_at
+from ._wire import MEM, PAIR as _PAIR, headers as _wire_pairs  # _PAIR: ember_header (ptr, len) x2
 
 # ember_request_info in native layout: size, id, six (ptr, len) views, headers (ptr, count),
-# params (ptr, count), http_version, content_length, flags. One string_at + one unpack
-# reads all of it.
+# params (ptr, count), http_version, content_length, flags. One unpack reads all of it.
 _INFO = struct.Struct("@NQPNPNPNPNPNPNPNPNIqI")
 _I_LENGTH = 19
 _I_FLAGS = 20
 _BODY_STREAMED = 1  # EMBER_REQUEST_BODY_STREAMED
-_PAIR = struct.Struct("@PNPN")  # ember_header: name (ptr, len), value (ptr, len)
 
 _HTTP_VERSIONS = {10: "1.0", 11: "1.1", 20: "2"}
 
@@ -44,14 +42,9 @@ def _header_text(b: bytes) -> str:
         return b.decode("latin-1")
 
 
-def _pairs(ptr: int, count: int) -> list[tuple[bytes, bytes]]:
-    if not count:
-        return []
-    blob = string_at(ptr, _PAIR.size * count)
-    return [
-        (string_at(np, nl) if nl else b"", string_at(vp, vl) if vl else b"")
-        for np, nl, vp, vl in _PAIR.iter_unpack(blob)
-    ]
+# Views are read as slices of one memoryview over the address space (see _wire): no
+# foreign call per field, as ctypes.string_at would make.
+_pairs = _wire_pairs
 
 
 class Headers(Mapping):
@@ -109,7 +102,7 @@ class Request:
     __slots__ = (
         "handle", "_info", "_f", "_method", "_raw_path", "_query_string", "_body", "_remote",
         "_route", "_raw_headers", "_raw_params", "_headers", "_params", "_query_list",
-        "_deferred", "_events", "_stream", "_reader", "_flags", "_length", "__weakref__",
+        "_deferred", "_events", "_stream", "_reader", "__weakref__",
     )
 
     def __init__(self, handle: int, info: int | None) -> None:
@@ -120,7 +113,6 @@ class Request:
         self._remote = self._route = self._raw_headers = self._raw_params = None
         self._headers = self._params = self._query_list = None
         self._deferred = self._events = self._stream = self._reader = None
-        self._flags = self._length = None
 
     # -- reading the engine's struct -------------------------------------------------
     def _fields(self) -> tuple:
@@ -128,14 +120,17 @@ class Request:
         if f is None:
             if self._info is None:
                 raise RuntimeError("ember: request data is gone (the request was answered)")
-            f = self._f = _INFO.unpack(string_at(self._info, _INFO.size))
+            f = self._f = _INFO.unpack_from(MEM, self._info)
         return f
 
     def _view(self, i: int) -> bytes:
         # Views are fields 2..13 as (ptr, len) pairs; i is the pair number (0 = method).
         f = self._fields()
         n = f[3 + 2 * i]
-        return string_at(f[2 + 2 * i], n) if n else b""
+        if not n:
+            return b""
+        p = f[2 + 2 * i]
+        return MEM[p:p + n].tobytes()
 
     def _detach(self) -> None:
         """Copies everything out of the engine's memory; the struct is not read again."""
@@ -146,8 +141,7 @@ class Request:
         if self._body is None:
             self._body = self._view(3)
         self._params_raw()
-        f = self._fields()
-        self._length, self._flags = f[_I_LENGTH], f[_I_FLAGS]
+        # _f stays: flags and content length are read from it after this, too.
         self._info = None
 
     # -- fields ----------------------------------------------------------------------
@@ -196,17 +190,12 @@ class Request:
     @property
     def body_streamed(self) -> bool:
         """True on a ``stream_body`` route: the body is read from ``stream``."""
-        flags = self._flags
-        if flags is None:
-            flags = self._flags = self._fields()[_I_FLAGS]
-        return bool(flags & _BODY_STREAMED)
+        return bool(self._fields()[_I_FLAGS] & _BODY_STREAMED)
 
     @property
     def content_length(self) -> int | None:
         """The declared Content-Length; None when the client did not state one."""
-        n = self._length
-        if n is None:
-            n = self._length = self._fields()[_I_LENGTH]
+        n = self._fields()[_I_LENGTH]
         return None if n < 0 else n
 
     @property

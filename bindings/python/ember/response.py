@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+from ctypes import byref
 from collections.abc import Iterable, Mapping
 from typing import Any, Union
 
@@ -20,6 +21,8 @@ log = logging.getLogger("ember")
 
 _respond = _lib.lib.ember_request_respond
 _respond_nocopy = _lib.lib.ember_request_respond_nocopy
+_respond_answer = _lib.held.ember_request_respond_answer
+_answer_new = _lib.lib.ember_answer_new
 
 # Bodies from this size on are lent to the engine instead of copied: it keeps a pointer
 # into the bytes object, which stays here until the engine's release callback.
@@ -49,6 +52,10 @@ def _dumps(obj: Any) -> bytes:
     return json.dumps(obj, ensure_ascii=False).encode("utf-8")
 
 
+# Content-Type -> its header line, for Responses without other headers (bounded).
+_TYPE_HEADS: dict[str, bytes] = {}
+
+
 def _head(headers: HeadersLike, content_type: str | None) -> bytes:
     items = list(headers.items() if isinstance(headers, Mapping) else headers or ())
     if content_type is not None:
@@ -73,15 +80,18 @@ class Response:
     ``(name, value)`` pairs (repeat a name to send it twice). Content-Length is the
     engine's. ``cache_for=N`` lets the engine's output cache (``Server.output_cache``)
     keep the answer N seconds (1 to 31536000) and answer repeats without calling Python:
-    it adds ``Ember-Cache: N``, which the engine takes off before sending. A Response is
-    immutable, so one instance may answer many requests.
+    it adds ``Ember-Cache: N``, which the engine takes off before sending. One instance
+    may answer many requests: from its second answer on, the engine keeps a prepared copy
+    (``ember_answer_new``) and each further answer is one short engine call.
     """
 
-    __slots__ = ("status", "body", "_head")
+    __slots__ = ("_status", "_body", "_head", "_prep")
 
     def __init__(self, body: Any = b"", status: int = 200, headers: HeadersLike = None,
                  content_type: str | None = None, *, cache_for: int | None = None) -> None:
-        if isinstance(body, (bytes, bytearray, memoryview)):
+        if type(body) is bytes:
+            default_type = "application/octet-stream" if body else None
+        elif isinstance(body, (bytes, bytearray, memoryview)):
             body = bytes(body)
             default_type = "application/octet-stream" if body else None
         elif isinstance(body, str):
@@ -96,15 +106,51 @@ class Response:
             raise TypeError(f"ember: cannot send a {type(body).__name__} as a body")
         if type(status) is not int or not 100 <= status <= 999:
             raise ValueError(f"ember: invalid status {status!r}")
-        if content_type is None and default_type is not None and not _has_type(headers):
-            content_type = default_type
-        self.status = status
-        self.body = body
-        self._head = _head(headers, content_type)
+        if headers is None:
+            # The usual Response: a Content-Type at most. Its header line is remembered per
+            # type, since a program uses a handful (a fresh JSON Response per request then
+            # builds no header block).
+            if content_type is None:
+                content_type = default_type
+            head = _TYPE_HEADS.get(content_type) if type(content_type) is str else None
+            if head is None:
+                head = _head(None, content_type)
+                if type(content_type) is str and len(_TYPE_HEADS) < 64:
+                    _TYPE_HEADS[content_type] = head
+        else:
+            if content_type is None and default_type is not None and not _has_type(headers):
+                content_type = default_type
+            head = _head(headers, content_type)
+        self._status = status
+        self._body = body
         if cache_for is not None:
             if type(cache_for) is not int or not 1 <= cache_for <= 31536000:
                 raise ValueError(f"ember: cache_for must be 1 to 31536000 seconds, not {cache_for!r}")
-            self._head += b"Ember-Cache: %d\r\n" % cache_for
+            head += b"Ember-Cache: %d\r\n" % cache_for
+        self._head = head
+        self._prep = None
+
+    # status and body are properties so that changing one also drops the engine's prepared
+    # copy (see send_response); the binding itself reads the slots.
+    @property
+    def status(self) -> int:
+        return self._status
+
+    @status.setter
+    def status(self, value: int) -> None:
+        if type(value) is not int or not 100 <= value <= 999:
+            raise ValueError(f"ember: invalid status {value!r}")
+        self._status = value
+        self._prep = None
+
+    @property
+    def body(self) -> bytes:
+        return self._body
+
+    @body.setter
+    def body(self, value: bytes) -> None:
+        self._body = bytes(value)
+        self._prep = None
 
     @property
     def headers(self) -> list[tuple[str, str]]:
@@ -117,7 +163,7 @@ class Response:
         return out
 
     def __repr__(self) -> str:
-        return f"<Response {self.status} {len(self.body)} bytes>"
+        return f"<Response {self._status} {len(self._body)} bytes>"
 
 
 def _has_type(headers: HeadersLike) -> bool:
@@ -140,7 +186,7 @@ def encode(result: Any) -> tuple[int, bytes, bytes]:
     (status, body, headers)."""
     t = type(result)
     if t is Response:
-        return result.status, result._head, result.body
+        return result._status, result._head, result._body
     if t is str:
         return 200, _TEXT, result.encode("utf-8")
     if t is bytes:
@@ -151,12 +197,12 @@ def encode(result: Any) -> tuple[int, bytes, bytes]:
         return 204, b"", b""
     if t is tuple and 2 <= len(result) <= 3:
         r = Response(result[1], result[0], result[2] if len(result) == 3 else None)
-        return r.status, r._head, r.body
+        return r._status, r._head, r._body
     if isinstance(result, Response):
-        return result.status, result._head, result.body
+        return result._status, result._head, result._body
     if isinstance(result, (str, bytes, bytearray, memoryview, dict, list)):
         r = Response(result)
-        return r.status, r._head, r.body
+        return r._status, r._head, r._body
     raise TypeError(
         f"ember: a handler returned {t.__name__}; return a Response, str, bytes, dict, "
         "list, None or (status, body[, headers])"
@@ -174,6 +220,30 @@ def send(handle: int, status: int, head: bytes, body: bytes) -> int:
     if rc != _lib.OK:
         _lent.pop(key, None)  # on failure the engine took nothing
     return rc
+
+
+def send_response(handle: int, r: Response) -> int:
+    """Answers with a Response that has no prepared copy yet (``r._prep`` is falsy).
+
+    The first answer is an ordinary one. A second answer means the handler returns this
+    instance again and again (a constant): the engine then gets a checked copy once, and
+    this and every further answer is ``ember_request_respond_answer`` with two integer
+    arguments, instead of a header block parsed and a body copied each time. Bodies lent
+    to the engine (``NOCOPY_MIN`` and up) are never copied into it."""
+    body = r._body
+    n = len(body)
+    if r._prep is None or n >= NOCOPY_MIN:
+        r._prep = 0
+        return send(handle, r._status, r._head, body)
+    head = r._head
+    prep = _lib.Answer()
+    if _answer_new(r._status, head, len(head), body, n, byref(prep)) != _lib.OK:
+        # Cannot happen for a Response that passed its own checks; answer the usual way,
+        # which reports whatever is wrong.
+        return send(handle, r._status, head, body)
+    # Racing threads may each prepare one; the losers' copies are freed with their Answer.
+    r._prep = prep
+    return _respond_answer(handle, prep)
 
 
 def describe(request: Any) -> str:

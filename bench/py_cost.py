@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""Instructions per request (callgrind) of the Python binding: the reference app
+(samples/python/ember_ref.py: GET /, its prebuilt Response; GET /users/42, a fresh JSON
+Response per request) and the ASGI server (samples/python/asgi_hello.py, GET /). Counts, not times: they hold on a busy machine, so
+they are what before/after comparisons of the binding's per-request cost use
+(bench/results/py-cost.md).
+
+    bench/py_cost.py                     # every case below
+    bench/py_cost.py py-ref-inline py-ref-users-inline
+    N1=200 N2=1200 bench/py_cost.py
+    KEEP=/tmp/prof bench/py_cost.py     # also keeps each profile as /tmp/prof.<case>.<n>
+
+Each case runs the server (one I/O thread) twice under callgrind, with N1 and N2
+keep-alive GETs of the case's path from a client outside it on one connection; the difference divided by
+N2 - N1 is one request's cost: interpreter start-up, imports and shutdown cancel out.
+Every thread of the process counts (engine, Python, asyncio loop). Needs the release
+build (target/release/libember.so) and valgrind.
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+N1 = int(os.environ.get("N1", "200"))
+N2 = int(os.environ.get("N2", "1200"))
+PY = os.environ.get("PYTHON", sys.executable)
+LIB = Path(os.environ.get("EMBER_LIBRARY") or ROOT / "target" / "release" / "libember.so")
+
+
+def ref(dispatch):
+    def cmd(port):
+        env = {"EMBER_DISPATCH": dispatch, "EMBER_WORKERS": "1"}
+        return [PY, str(ROOT / "samples" / "python" / "ember_ref.py"), str(port)], env
+    return cmd
+
+
+def asgi(dispatch):
+    def cmd(port):
+        return [PY, "-m", "ember", "asgi_hello:app", "--app-dir", str(ROOT / "samples" / "python"),
+                "--port", str(port), "--dispatch", dispatch, "--io-threads", "1",
+                "--log-level", "warning"], {}
+    return cmd
+
+
+# case -> (command, path)
+CASES = {
+    "py-ref-inline": (ref("inline"), "/"),
+    "py-ref-pool": (ref("pool"), "/"),
+    "py-ref-users-inline": (ref("inline"), "/users/42"),
+    "asgi-inline": (asgi("inline"), "/"),
+}
+
+
+def free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port: int, proc: subprocess.Popen, limit: float = 180) -> None:
+    import socket
+    end = time.monotonic() + limit
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the server exited with {proc.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.3)
+    raise RuntimeError("the server did not start")
+
+
+def load(port: int, path: str, n: int) -> None:
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    for _ in range(n):
+        c.request("GET", path)
+        r = c.getresponse()
+        body = r.read()
+        assert r.status == 200 and body, (r.status, body)
+    c.close()
+
+
+def measure(case: str, n: int) -> int:
+    with tempfile.TemporaryDirectory() as d:
+        out = Path(d) / "callgrind.out"
+        port = free_port()
+        make, path = CASES[case]
+        argv, extra = make(port)
+        env = dict(os.environ, EMBER_LIBRARY=str(LIB),
+                   PYTHONPATH=str(ROOT / "bindings" / "python"), **extra)
+        proc = subprocess.Popen(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"] + argv,
+                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+        try:
+            wait_port(port, proc)
+            load(port, path, n)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(120)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if os.environ.get("KEEP"):  # keep the profile for callgrind_annotate
+            Path(f"{os.environ['KEEP']}.{case}.{n}").write_bytes(out.read_bytes())
+        m = re.search(r"^(?:summary|totals): (\d+)", out.read_text(), re.M)
+        if not m:
+            raise RuntimeError(f"{case}: no totals in the callgrind output")
+        return int(m.group(1))
+
+
+def main() -> None:
+    if not LIB.is_file():
+        sys.exit(f"py_cost: {LIB} is missing: cargo build --release first")
+    for case in sys.argv[1:] or list(CASES):
+        a, b = measure(case, N1), measure(case, N2)
+        print(f"{case}: {(b - a) / (N2 - N1):,.0f} instructions per request "
+              f"(N1={N1}: {a:,}, N2={N2}: {b:,})", flush=True)
+
+
+if __name__ == "__main__":
+    main()
