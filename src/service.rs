@@ -105,14 +105,23 @@ fn answer_now(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incoming
         // WebSocket upgrades and bodies read in pieces: the general path (it routes again).
         Ok(_) => return Err(general(run, conn, http::Request::from_parts(parts, body))),
     };
-    let (id, mut rx) = registry::begin(run.server_id);
+    let id = registry::begin_here(run.server_id);
     let mut pending = Pending(id);
     let data = Arc::new(request_data(run, conn, &parts, id, route, &params, Bytes::new(), declared, 0, None));
     run.counters.active_requests.fetch_add(1, Relaxed);
     let active = ActiveNow(run);
-    if let Some(a) = dispatch(run, id, handler, data, pool) {
+    let here = registry::Here::enter(id);
+    let refused = dispatch(run, id, handler, data, pool);
+    if let Some(a) = here.leave() {
+        // Only a claim puts an answer here: the request has left Pending for good.
+        pending.0 = 0;
         return Ok((a, None));
     }
+    if let Some(a) = refused {
+        return Ok((a, None));
+    }
+    // Ended during the call without an answer (the monitor expired a blocking handler).
+    let Some(mut rx) = registry::arm(id) else { return Ok((canned(503, false), None)) };
     if let Some(a) = now(&mut pending, &mut rx) {
         return Ok((a, None));
     }

@@ -12,6 +12,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use tokio::sync::oneshot;
 
+mod here;
+pub(crate) use here::Here;
+
 const SHARDS: usize = 16;
 const INDEX_BITS: u32 = 24;
 /// Finished slots wait this long in the free queue before reuse, so a late second answer
@@ -36,6 +39,11 @@ struct Slot {
     generation: u32,
     server: u64,
     state: State,
+    /// The answer's receiver when a claim had to make the channel (begun `here`, answered
+    /// from elsewhere): the slot is reused only once `arm` took it.
+    /// True: the claim was a whole answer, whose slot `arm` frees (a streamed one is
+    /// freed by its end).
+    parked: Option<(oneshot::Receiver<Answer>, bool)>,
     /// Events, a streamed answer or body: made only when the request needs them.
     ex: Option<Arc<Exchange>>,
 }
@@ -70,9 +78,20 @@ fn invalid(id: u64) -> Error {
 /// Reserves a slot for one of `server`'s requests; the answer arrives on the receiver.
 pub(crate) fn begin(server: u64) -> (u64, oneshot::Receiver<Answer>) {
     let (tx, rx) = oneshot::channel();
+    (reserve(server, Some(tx)), rx)
+}
+
+/// Reserves a slot for a request whose handler is about to be called on this thread
+/// (under a `Here`): an answer given during the call comes back through `Here::leave`;
+/// otherwise `arm` makes the channel.
+pub(crate) fn begin_here(server: u64) -> u64 {
+    reserve(server, None)
+}
+
+fn reserve(server: u64, tx: Option<oneshot::Sender<Answer>>) -> u64 {
     let shard_no = TABLE.next.fetch_add(1, Ordering::Relaxed) % SHARDS;
     let mut shard = TABLE.shards[shard_no].lock();
-    let state = State::Pending { tx: Some(tx), data: None, seen: false };
+    let state = State::Pending { tx, data: None, seen: false };
     let index = if shard.free.len() > REUSE_AFTER || shard.slots.len() >= (1 << INDEX_BITS) {
         let index = shard.free.pop_front().expect("free queue is not empty");
         let slot = &mut shard.slots[index as usize];
@@ -80,13 +99,36 @@ pub(crate) fn begin(server: u64) -> (u64, oneshot::Receiver<Answer>) {
         slot.state = state;
         slot.server = server;
         slot.ex = None;
+        slot.parked = None;
         index
     } else {
-        shard.slots.push(Slot { generation: 1, server, state, ex: None });
+        shard.slots.push(Slot { generation: 1, server, state, parked: None, ex: None });
         (shard.slots.len() - 1) as u32
     };
     let generation = shard.slots[index as usize].generation;
-    ((generation as u64) << 32 | (shard_no as u64) << INDEX_BITS | index as u64, rx)
+    (generation as u64) << 32 | (shard_no as u64) << INDEX_BITS | index as u64
+}
+
+/// After the call of a request begun `here` that did not answer during it: the receiver
+/// of its answer, or None when it ended without one (the monitor expired it).
+pub(crate) fn arm(id: u64) -> Option<oneshot::Receiver<Answer>> {
+    let (shard_no, index, generation) = split(id)?;
+    let mut shard = TABLE.shards[shard_no].lock();
+    let slot = shard.slots.get_mut(index).filter(|s| s.generation == generation)?;
+    if let Some((rx, free)) = slot.parked.take() {
+        if free {
+            shard.free.push_back(index as u32);
+        }
+        return Some(rx);
+    }
+    match &mut slot.state {
+        State::Pending { tx: tx @ None, .. } => {
+            let (sender, rx) = oneshot::channel();
+            *tx = Some(sender);
+            Some(rx)
+        }
+        _ => None,
+    }
 }
 
 /// Makes the request's data readable through its handle. `seen`: the handler is about
@@ -204,7 +246,7 @@ fn acknowledge(slot: &mut Slot) -> bool {
 /// Moves a pending request on, handing back its sender. A request that ended without
 /// the host's answer (timeout, gone) keeps its data if the host has seen the handle: the
 /// host's next answer attempt releases it. One the host never saw is freed at once.
-fn retire(id: u64, to: Retire) -> Result<(Option<oneshot::Sender<Answer>>, Option<Arc<Exchange>>)> {
+fn retire(id: u64, to: Retire) -> Result<(Option<To>, Option<Arc<Exchange>>)> {
     let (shard_no, index, generation) = split(id).ok_or_else(|| invalid(id))?;
     let mut shard = TABLE.shards[shard_no].lock();
     let slot = match shard.slots.get_mut(index) {
@@ -216,10 +258,30 @@ fn retire(id: u64, to: Retire) -> Result<(Option<oneshot::Sender<Answer>>, Optio
         State::Pending { tx, data, seen } => {
             let data = if seen { data } else { None };
             let ex = slot.ex.clone();
+            // Begun here and not armed yet: the answer stays on this thread if its
+            // handler is running here, else a channel is made and its receiver parked
+            // for `arm`.
+            let answering = matches!(to, Retire::Answer | Retire::Stream);
+            let tx = match tx {
+                Some(tx) => Some(To::Tx(tx)),
+                None if !answering => None,
+                None if here::running(id) => Some(To::Here),
+                None => {
+                    let (tx, rx) = oneshot::channel();
+                    slot.parked = Some((rx, false));
+                    Some(To::Tx(tx))
+                }
+            };
             let reusable = match to {
                 Retire::Answer => {
                     slot.ex = None;
-                    true
+                    match &mut slot.parked {
+                        Some((_, free)) => {
+                            *free = true;
+                            false
+                        }
+                        None => true,
+                    }
                 }
                 Retire::Stream => {
                     slot.state = State::Streaming { data };
@@ -374,15 +436,28 @@ pub(crate) fn stream_aborted(id: u64) {
 /// The one answer a request may still receive.
 pub(crate) struct Claim {
     id: u64,
-    tx: oneshot::Sender<Answer>,
+    tx: To,
     ex: Option<Arc<Exchange>>,
+}
+
+/// Where a claimed answer goes.
+enum To {
+    Tx(oneshot::Sender<Answer>),
+    /// The thread-local slot: its handler is running on this thread.
+    Here,
 }
 
 impl Claim {
     pub fn send(self, mut answer: Answer) -> Result<()> {
         let id = self.id;
         answer.ex = self.ex;
-        self.tx.send(answer).map_err(|_| not_pending(id, &State::Gone(None)))
+        match self.tx {
+            To::Tx(tx) => tx.send(answer).map_err(|_| not_pending(id, &State::Gone(None))),
+            To::Here => {
+                here::put(id, answer);
+                Ok(())
+            }
+        }
     }
 }
 
@@ -396,7 +471,10 @@ pub(crate) fn answer(id: u64, answer: Answer) -> Result<()> {
 /// handle, which reports `kind`.
 pub(crate) fn refuse(id: u64, kind: ErrorKind, answer: Answer) -> Result<()> {
     let (tx, _) = retire(id, Retire::Refused(kind))?;
-    tx.ok_or_else(|| invalid(id))?.send(answer).map_err(|_| not_pending(id, &State::Gone(None)))
+    match tx {
+        Some(To::Tx(tx)) => tx.send(answer).map_err(|_| not_pending(id, &State::Gone(None))),
+        _ => Err(invalid(id)),
+    }
 }
 
 /// Ends a request the host did not answer: `timed_out` or the client went away. The

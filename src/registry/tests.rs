@@ -98,3 +98,53 @@ fn garbage_handles_are_invalid_not_crashes() {
         assert!(data(id).is_err());
     }
 }
+
+#[test]
+fn an_answer_during_the_call_stays_on_the_thread() {
+    let id = begin_here(80);
+    let here = Here::enter(id);
+    answer(id, ok()).unwrap();
+    assert_eq!(answer(id, ok()).unwrap_err().kind, ErrorKind::AlreadyAnswered);
+    assert_eq!(here.leave().unwrap().status, 200);
+    assert!(arm(id).is_none(), "nothing is left to wait for");
+}
+
+#[test]
+fn an_answer_from_another_thread_during_the_call_is_parked_for_arm() {
+    let id = begin_here(81);
+    let here = Here::enter(id);
+    std::thread::spawn(move || answer(id, ok()).unwrap()).join().unwrap();
+    assert!(here.leave().is_none());
+    let mut rx = arm(id).expect("the parked receiver");
+    assert_eq!(rx.try_recv().unwrap().status, 200);
+    assert!(arm(id).is_none());
+}
+
+#[test]
+fn an_answer_after_the_call_comes_through_the_armed_channel() {
+    let id = begin_here(82);
+    let here = Here::enter(id);
+    assert!(here.leave().is_none());
+    let mut rx = arm(id).unwrap();
+    assert!(rx.try_recv().is_err());
+    std::thread::spawn(move || answer(id, ok()).unwrap()).join().unwrap();
+    assert_eq!(rx.try_recv().unwrap().status, 200);
+    // A request begun here that expired during its call has nothing to arm.
+    let id = begin_here(82);
+    let here = Here::enter(id);
+    assert!(expire(id, true));
+    assert!(here.leave().is_none());
+    assert!(arm(id).is_none());
+    assert_eq!(answer(id, ok()).unwrap_err().kind, ErrorKind::TimedOut);
+}
+
+#[test]
+fn a_nested_call_keeps_the_outer_ones_answer_apart() {
+    let (outer, inner) = (begin_here(83), begin_here(83));
+    let o = Here::enter(outer);
+    let i = Here::enter(inner);
+    answer(inner, ok()).unwrap();
+    assert!(i.leave().is_some());
+    answer(outer, Answer::new(201, http::HeaderMap::new(), Bytes::new())).unwrap();
+    assert_eq!(o.leave().unwrap().status, 201);
+}
