@@ -107,16 +107,18 @@ fn answer_now(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incoming
     };
     let id = registry::begin_here(run.server_id);
     let mut pending = Pending(id);
-    let data = Arc::new(request_data(run, conn, &parts, id, route, &params, Bytes::new(), declared, 0, None));
+    let data = request_data(run, conn, &parts, id, route, &params, Bytes::new(), declared, 0, None);
     run.counters.active_requests.fetch_add(1, Relaxed);
     let active = ActiveNow(run);
     let here = registry::Here::enter(id);
-    let refused = dispatch(run, id, handler, data, pool);
+    let refused = dispatch(run, id, handler, data.clone(), pool);
     if let Some(a) = here.leave() {
         // Only a claim puts an answer here: the request has left Pending for good.
         pending.0 = 0;
+        RequestData::recycle(data);
         return Ok((a, None));
     }
+    drop(data);
     if let Some(a) = refused {
         return Ok((a, None));
     }
@@ -186,10 +188,10 @@ fn request_data(
     declared: Option<u64>,
     flags: u32,
     budget: Option<BodyBudget>,
-) -> RequestData {
+) -> Arc<RequestData> {
     let forwarded = crate::proxy::forwarded(conn.peer.ip(), &parts.headers, &run.trusted);
     let flags = flags | if conn.secure { FLAG_TLS } else { 0 };
-    RequestData::new(Parts {
+    let data = RequestData::shared(Parts {
         id,
         method: parts.method.as_str(),
         path: parts.uri.path(),
@@ -208,8 +210,8 @@ fn request_data(
         },
         content_length: declared,
         flags,
-    })
-    .with_accounting(budget, crate::stats::Held::new(&run.counters))
+    });
+    RequestData::account(data, budget, crate::stats::Held::new(&run.counters))
 }
 
 /// Every request the fast path does not finish: the front's, those with a body, WebSocket
@@ -256,7 +258,7 @@ async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incomi
     let (id, rx) = registry::begin(run.server_id);
     let mut pending = Pending(id);
     let flags = if streamed.is_some() { FLAG_BODY_STREAMED } else { 0 } | if ws_route.is_some() { FLAG_WEBSOCKET } else { 0 };
-    let data = Arc::new(request_data(run, conn, &parts, id, route, &params, body, declared, flags, Some(budget)));
+    let data = request_data(run, conn, &parts, id, route, &params, body, declared, flags, Some(budget));
     run.counters.active_requests.fetch_add(1, Relaxed);
     let _active = ActiveRequest(run.clone());
 
