@@ -30,6 +30,17 @@ pub(crate) const MAP_ROOM: usize = 6;
 
 thread_local! {
     static PARSED: std::cell::RefCell<Vec<(Box<[u8]>, Parsed)>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// A request's header map, done with once its data was copied for the host: the next
+    /// answer on this thread fills it instead of allocating its own (and the request's is
+    /// not freed). One at most, so what it holds stays bounded.
+    static SPARE_MAP: std::cell::Cell<Option<HeaderMap>> = const { std::cell::Cell::new(None) };
+}
+
+/// Hands a map nobody needs any more to this thread's next answer.
+pub(crate) fn lend_map(map: HeaderMap) {
+    if map.capacity() >= MAP_ROOM {
+        SPARE_MAP.with(|s| s.set(Some(map)));
+    }
 }
 
 /// Like `parse_header_block`, also returning the Content-Length the host stated (an
@@ -63,7 +74,14 @@ fn parse_marked(block: &[u8]) -> Result<Parsed> {
 }
 
 pub(crate) fn roomy_copy(map: &HeaderMap) -> HeaderMap {
-    let mut copy = HeaderMap::with_capacity(MAP_ROOM.max(map.len()));
+    let mut copy = match SPARE_MAP.with(|s| s.take()) {
+        Some(mut spare) => {
+            spare.clear();
+            spare.reserve(MAP_ROOM.max(map.len()));
+            spare
+        }
+        None => HeaderMap::with_capacity(MAP_ROOM.max(map.len())),
+    };
     for (name, value) in map {
         copy.append(name.clone(), value.clone());
     }
@@ -144,6 +162,22 @@ pub fn canned(status: u16, close: bool) -> Answer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lent_request_map_carries_only_the_answers_headers() {
+        let block = b"Content-Type: application/json\r\nX-Lent: 1\r\n";
+        parse_header_block(block).unwrap();
+        let mut request = HeaderMap::with_capacity(16);
+        for n in 0..12 {
+            request.append(HeaderName::from_bytes(format!("x-req-{n}").as_bytes()).unwrap(), HeaderValue::from_static("v"));
+        }
+        request.append("x-lent", HeaderValue::from_static("from the request"));
+        lend_map(request);
+        let m = parse_header_block(block).unwrap();
+        assert_eq!(m.len(), 2);
+        assert_eq!(m.get_all("x-lent").iter().collect::<Vec<_>>(), ["1"]);
+        assert!(m.capacity() >= 12, "the request's room was reused");
+    }
 
     #[test]
     fn header_block_accepts_crlf_and_lf_and_drops_framing_headers() {

@@ -93,7 +93,7 @@ fn answer_now(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incoming
     if !req.body().is_end_stream() {
         return Err(general(run, conn, req));
     }
-    let (parts, body) = req.into_parts();
+    let (mut parts, body) = req.into_parts();
     let (handler, pool, route, params) = match route(run, &parts) {
         Err(a) => return Ok((a, None)),
         Ok((endpoint @ Endpoint::Http { handler, stream_body: false, pool }, route, params)) => {
@@ -108,6 +108,7 @@ fn answer_now(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incoming
     let id = registry::begin_here(run.server_id);
     let mut pending = Pending(id);
     let data = request_data(run, conn, &parts, id, route, &params, Bytes::new(), declared, 0, None);
+    crate::response::lend_map(std::mem::take(&mut parts.headers));
     run.counters.active_requests.fetch_add(1, Relaxed);
     let active = ActiveNow(run);
     let here = registry::Here::enter(id);
