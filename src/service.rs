@@ -19,7 +19,7 @@ use crate::router::{Endpoint, Match};
 #[cfg(feature = "ws")]
 use crate::ws::{self, UpgradeCheck, WsConn};
 use bytes::Bytes;
-use http::header::{HeaderValue, ALLOW, CONTENT_LENGTH};
+use http::header::{HeaderValue, ALLOW};
 use http::{Method, Version};
 use hyper::body::{Body, Incoming};
 use std::sync::atomic::Ordering::Relaxed;
@@ -35,22 +35,21 @@ pub const FLAG_WEBSOCKET: u32 = 2;
 pub const FLAG_TLS: u32 = 4;
 
 mod finish;
+mod head;
 mod wait;
 
 pub(crate) use finish::Handled;
 use finish::{Finish, Later};
+use head::Head;
 use wait::{now, wait, Pending};
 
 /// Called by hyper for each request. Everything that needs no waiting runs here, in the
 /// call: a request without a body answered by an inline handler is finished before
 /// hyper polls it.
 pub(crate) fn handle(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incoming>) -> Handled {
-    // Looked up once: whether the request has a body, and the length it declares.
-    let length = req.headers().get(CONTENT_LENGTH);
-    let bodiless = !req.headers().contains_key(http::header::TRANSFER_ENCODING) && length.is_none_or(|v| v.as_bytes() == b"0");
-    let declared = length.and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    let head = head::scan(req.version(), req.headers());
     let begun = run.observe.as_ref().map(|o| o.begin(&req, conn));
-    let in_flight = conn.request_started(bodiless);
+    let in_flight = conn.request_started(head.bodiless);
     run.counters.requests.fetch_add(1, Relaxed);
     let head_only = req.method() == Method::HEAD;
     let is_h2 = req.version() == Version::HTTP_2;
@@ -64,14 +63,14 @@ pub(crate) fn handle(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<I
             match front::enter(&run, &conn, &req).await {
                 front::Entry::Answered(a) => (a, None),
                 front::Entry::Pass(ctx) => {
-                    let (a, upgrade) = answer(&run, &conn, req, declared).await;
+                    let (a, upgrade) = answer(&run, &conn, req, head).await;
                     (front::leave(ctx, a).await, upgrade)
                 }
             }
         });
         return later(answer, false, begun, in_flight);
     }
-    match answer_now(run, conn, req, declared) {
+    match answer_now(run, conn, req, head) {
         Ok((answer, upgrade)) => Handled::Done(Some(finish::finish(run, conn, answer, upgrade, head_only, is_h2, true, begun, in_flight))),
         Err(answer) => later(answer, true, begun, in_flight),
     }
@@ -85,16 +84,17 @@ type Upgrade = Option<Infallible>;
 
 /// The usual request without waiting: no body, a plain handler, answered while it ran.
 /// Anything else goes on, boxed, from the point where it has to wait.
-fn answer_now(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incoming>, declared: Option<u64>) -> Result<(Answer, Upgrade), Later> {
+fn answer_now(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incoming>, head: Head) -> Result<(Answer, Upgrade), Later> {
+    let declared = head.declared;
     let general = |run: &Arc<Run>, conn: &Arc<ConnState>, req| -> Later {
         let (run, conn) = (run.clone(), conn.clone());
-        Box::pin(async move { answer(&run, &conn, req, declared).await })
+        Box::pin(async move { answer(&run, &conn, req, head).await })
     };
     if !req.body().is_end_stream() {
         return Err(general(run, conn, req));
     }
     let (mut parts, body) = req.into_parts();
-    let (handler, pool, route, params) = match route(run, &parts) {
+    let (handler, pool, route, params) = match route(run, &parts, head) {
         Err(a) => return Ok((a, None)),
         Ok((endpoint @ Endpoint::Http { handler, stream_body: false, pool }, route, params)) => {
             if too_large(run, endpoint, declared) {
@@ -137,8 +137,8 @@ fn answer_now(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incoming
 
 /// The checks and the routing every request goes through: the endpoint, its route
 /// pattern and parameters, or the engine's answer.
-fn route<'r>(run: &'r Run, parts: &http::request::Parts) -> Result<(&'r Endpoint, &'r str, Vec<(String, String)>), Answer> {
-    if !host_header_ok(parts) {
+fn route<'r>(run: &'r Run, parts: &http::request::Parts, head: Head) -> Result<(&'r Endpoint, &'r str, Vec<(String, String)>), Answer> {
+    if !head.host_ok {
         return Err(canned(400, true));
     }
     // hyper counts HTTP/1 headers itself (431); HTTP/2 only limits the list's size.
@@ -151,7 +151,7 @@ fn route<'r>(run: &'r Run, parts: &http::request::Parts) -> Result<(&'r Endpoint
     if let Some(a) = run.observe.as_ref().and_then(|o| o.metrics_answer(&parts.method, parts.uri.path(), &run.counters)) {
         return Err(a);
     }
-    let upgrade = crate::ws::wants_upgrade(&parts.headers);
+    let upgrade = head.upgrade && crate::ws::wants_upgrade(&parts.headers);
     let (endpoint, route, params) = match run.router.find(&parts.method, parts.uri.path(), upgrade) {
         Match::Found { endpoint, route, params } => (endpoint, route, params),
         Match::NotFound => return Err(canned(404, false)),
@@ -216,12 +216,13 @@ fn request_data(
 }
 
 /// Every request the fast path does not finish: the front's, those with a body, WebSocket
-/// upgrades. `declared`: the request's Content-Length.
-async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incoming>, declared: Option<u64>) -> (Answer, Upgrade) {
+/// upgrades.
+async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incoming>, head: Head) -> (Answer, Upgrade) {
+    let declared = head.declared;
     // Mutable for the WebSocket upgrade's extension.
     #[cfg_attr(not(feature = "ws"), allow(unused_mut))]
     let (mut parts, body) = req.into_parts();
-    let (endpoint, route, params) = match route(run, &parts) {
+    let (endpoint, route, params) = match route(run, &parts, head) {
         Ok((endpoint, route, params)) => (endpoint.clone(), route, params),
         Err(a) => return (a, None),
     };
@@ -403,10 +404,6 @@ fn upgrade_required() -> Answer {
 }
 
 /// RFC 9112 §3.2: an HTTP/1.1 request carries exactly one Host header, HTTP/1.0 at most one.
-fn host_header_ok(parts: &http::request::Parts) -> bool {
-    host_ok(parts.version, &parts.headers)
-}
-
 pub(crate) fn host_ok(version: Version, headers: &http::HeaderMap) -> bool {
     let hosts = headers.get_all(http::header::HOST).iter().count();
     if version == Version::HTTP_11 { hosts == 1 } else { hosts <= 1 }
