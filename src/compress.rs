@@ -4,7 +4,7 @@
 //! I/O thread.
 
 use bytes::Bytes;
-use http::header::{HeaderMap, HeaderValue, ACCEPT_ENCODING, CACHE_CONTROL, CONTENT_ENCODING, CONTENT_TYPE, VARY};
+use http::header::{HeaderMap, HeaderValue, CACHE_CONTROL, CONTENT_ENCODING, CONTENT_TYPE, VARY};
 #[cfg(any(feature = "gzip", feature = "brotli"))]
 use std::io::Write;
 
@@ -204,11 +204,6 @@ pub(crate) fn mark(headers: &mut HeaderMap, coding: Coding) {
     headers.insert(CONTENT_ENCODING, HeaderValue::from_static(coding.token()));
 }
 
-/// The client's Accept-Encoding, if it sent one.
-pub(crate) fn accepted(headers: &HeaderMap) -> Option<HeaderValue> {
-    headers.get(ACCEPT_ENCODING).cloned()
-}
-
 /// A streaming encoder: feed chunks, take what came out, finish.
 pub(crate) enum Encoder {
     #[cfg(feature = "gzip")]
@@ -289,12 +284,20 @@ pub(crate) fn compress_now(coding: Coding, data: &[u8]) -> std::io::Result<Bytes
 /// it failed or came out no smaller (then the original is sent).
 pub(crate) async fn compress(coding: Coding, body: Bytes) -> Option<Bytes> {
     let len = body.len();
-    let out = if len <= INLINE_MAX {
-        compress_now(coding, &body).ok()?
-    } else {
-        tokio::task::spawn_blocking(move || compress_now(coding, &body)).await.ok()?.ok()?
-    };
+    if len <= INLINE_MAX {
+        return compress_small(coding, &body);
+    }
+    let out = tokio::task::spawn_blocking(move || compress_now(coding, &body)).await.ok()?.ok()?;
     (out.len() < len).then_some(out)
+}
+
+/// `compress` for a body of at most `INLINE_MAX` bytes, done here and now: the engine's
+/// own answers (static files, cache hits) that need no waiting are finished within
+/// hyper's call.
+pub(crate) fn compress_small(coding: Coding, body: &[u8]) -> Option<Bytes> {
+    debug_assert!(body.len() <= INLINE_MAX);
+    let out = compress_now(coding, body).ok()?;
+    (out.len() < body.len()).then_some(out)
 }
 
 #[cfg(test)]

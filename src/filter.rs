@@ -167,9 +167,24 @@ pub(crate) fn normalize(raw: &str) -> String {
     path
 }
 
-/// Most paths have nothing to undo: no escapes, backslashes, empty or dot segments.
+/// Most paths have nothing to undo: no escapes, backslashes, empty or dot segments. One
+/// pass over the bytes (it runs for every request when path patterns are set).
 fn is_plain(raw: &str) -> bool {
-    raw.starts_with('/') && !raw.contains(['%', '\\']) && !raw.contains("//") && !raw.contains("/.")
+    let b = raw.as_bytes();
+    if b.first() != Some(&b'/') {
+        return false;
+    }
+    let mut prev = 0;
+    for &c in b {
+        match c {
+            b'%' | b'\\' => return false,
+            // "//" and "/." (an empty or a dot segment, or a dotfile: resolved the same way).
+            b'/' | b'.' if prev == b'/' => return false,
+            _ => {}
+        }
+        prev = c;
+    }
+    true
 }
 
 /// `*` any run (also empty), `?` any one byte; the whole text must match. `pattern` is
@@ -215,6 +230,16 @@ mod tests {
         assert!(glob(b"/a?c", b"/abc"));
         assert!(!glob(b"/admin/*", b"/administrator"));
         assert!(glob(b"*.bak", b"/A/B.BAK"));
+    }
+
+    #[test]
+    fn plain_paths_are_told_in_one_pass() {
+        for p in ["/", "/a/", "/a/b.txt", "/a.b/c", "/static/1k.json", "/x-y_z~"] {
+            assert!(is_plain(p), "{p}");
+        }
+        for p in ["", "a", "//a", "/a//b", "/./a", "/a/..", "/a/.b", "/a%2e", "/a\\b"] {
+            assert!(!is_plain(p), "{p}");
+        }
     }
 
     #[test]
