@@ -5,7 +5,7 @@
 //! stream from disk (`file_body`). Everything is decided within the call; only a large body
 //! to compress whole waits for the blocking pool (`Served::Compress`).
 
-use crate::compress::{self, Coding, Encoder, BR, GZIP};
+use crate::compress::{self, Accepted, Coding, Encoder, BR, GZIP};
 use crate::file_body::{read_new, FileBody};
 use crate::request::Answer;
 use crate::response::canned;
@@ -200,9 +200,10 @@ fn answer(
     // the file itself. A range asks for the file's own bytes.
     let mut chosen: Option<(Coding, Option<Found>)> = None;
     if range.is_none() && asked.accept.is_some() {
+        let accepted = Accepted::parse(asked.accept);
         if precompressed {
-            let first = compress::negotiate(asked.accept, GZIP | BR);
-            let second = first.and_then(|c| compress::negotiate(asked.accept, (GZIP | BR) & !c.bit()));
+            let first = accepted.best(GZIP | BR);
+            let second = first.and_then(|c| accepted.best((GZIP | BR) & !c.bit()));
             for coding in [first, second].into_iter().flatten() {
                 if let Some(s) = sibling(mount, rel, coding) {
                     chosen = Some((coding, Some(s)));
@@ -211,7 +212,7 @@ fn answer(
             }
         }
         if chosen.is_none() && dynamic != 0 {
-            chosen = compress::negotiate(asked.accept, dynamic).map(|c| (c, None));
+            chosen = accepted.best(dynamic).map(|c| (c, None));
         }
     }
     let tag = match &chosen {
@@ -238,6 +239,7 @@ fn answer(
         let ranged = range.filter(|_| web::if_range_holds(&asked, &tag, facts.mtime)).map(|r| web::parse_range(r, len));
         return Served::Now(match ranged {
             None | Some(Ranged::Whole) if head => head_answer(headers, len),
+            // The headers state the file's length already.
             None | Some(Ranged::Whole) => part(headers, source, 0, len),
             Some(Ranged::Unsatisfiable) => {
                 let mut a = canned(416, false);
@@ -246,6 +248,7 @@ fn answer(
             }
             Some(Ranged::Part(start, end)) => {
                 headers.insert(CONTENT_RANGE, HeaderValue::from_str(&format!("bytes {start}-{end}/{len}")).expect("digits"));
+                headers.insert(CONTENT_LENGTH, HeaderValue::from(end - start + 1));
                 let mut a = part(headers, source, start, end - start + 1);
                 a.status = 206;
                 a
@@ -261,6 +264,7 @@ fn answer(
         Some(sib) if head => Served::Now(head_answer(headers, sib.meta.len())),
         Some(sib) => {
             let n = sib.meta.len();
+            headers.insert(CONTENT_LENGTH, HeaderValue::from(n));
             Served::Now(part(headers, Source::File(sib.file), 0, n))
         }
         None => on_the_fly(headers, source, len, coding),
@@ -335,9 +339,8 @@ fn packed_or_plain(mut a: Answer, packed: Option<Bytes>) -> Answer {
     a
 }
 
-/// `len` bytes of the file from `start`, as they are.
-fn part(mut headers: HeaderMap, source: Source, start: u64, len: u64) -> Answer {
-    headers.insert(CONTENT_LENGTH, HeaderValue::from(len));
+/// `len` bytes of the file from `start`, as they are (`headers` state that length).
+fn part(headers: HeaderMap, source: Source, start: u64, len: u64) -> Answer {
     let file = match source {
         Source::Memory(data) => return Answer::new(200, headers, data.slice(start as usize..(start + len) as usize)),
         Source::File(file) => file,
