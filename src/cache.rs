@@ -114,7 +114,7 @@ pub struct Cache {
     counters: Counters,
     /// Keys whose answers named request headers in Vary while the request's headers were
     /// not kept: the next miss keeps them. Bounded; cleared when full.
-    varying: Mutex<foldhash::HashSet<String>>,
+    varying: Mutex<std::collections::HashSet<String>>,
 }
 
 const VARYING_MAX: usize = 4096;

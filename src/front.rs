@@ -175,14 +175,7 @@ pub(crate) fn enter(run: &Run, conn: &ConnState, req: &http::Request<Incoming>, 
                 look.decorate(&mut a.headers);
                 Entry::Answered(a)
             }
-            Served::Compress(a, coding) => {
-                let ctx = look.owned(None);
-                Entry::Later(Box::pin(async move {
-                    let mut a = static_serve::compress_later(a, coding).await;
-                    ctx.decorate(&mut a.headers);
-                    a
-                }))
-            }
+            Served::Compress(a, coding) => look.wait(a, coding, None),
         };
     }
     let mut store = None;
@@ -273,20 +266,35 @@ impl Look<'_> {
                 packed_into(&mut a, coding, packed);
             }
             Pack::Kept(coding, packed) => packed_into(&mut a, coding, packed),
-            Pack::Later(coding) => {
-                let (ctx, cache) = (self.owned(None), cache.clone());
-                return Entry::Later(Box::pin(async move {
-                    if let Some(packed) = compress::compress(coding, a.body.clone()).await {
-                        cache.add_encoded(&entry, coding, packed.clone());
-                        packed_into(&mut a, coding, packed);
-                    }
-                    ctx.decorate(&mut a.headers);
-                    a
-                }));
-            }
+            Pack::Later(coding) => return self.wait(a, coding, Some((cache.clone(), entry))),
         }
         self.decorate(&mut a.headers);
         Entry::Answered(a)
+    }
+
+    /// The engine's answer once its body (over 16 KiB) is compressed on the blocking pool:
+    /// a cache hit's (the copy is then kept with its entry) or a static file's, which
+    /// carries its coding already (`Served::Compress`). One future for both: each kind of
+    /// future is code in the library, whose size CI guards.
+    fn wait(&self, mut a: Answer, coding: Coding, hit: Option<(Arc<Cache>, Arc<CacheEntry>)>) -> Entry {
+        let ctx = self.owned(None);
+        Entry::Later(Box::pin(async move {
+            let packed = compress::compress(coding, a.body.clone()).await;
+            match hit {
+                Some((cache, entry)) => {
+                    if let Some(packed) = packed {
+                        cache.add_encoded(&entry, coding, packed.clone());
+                        packed_into(&mut a, coding, packed);
+                    }
+                }
+                #[cfg(feature = "static")]
+                None => a = static_serve::packed_or_plain(a, packed),
+                #[cfg(not(feature = "static"))]
+                None => drop(packed),
+            }
+            ctx.decorate(&mut a.headers);
+            a
+        }))
     }
 
     /// Whether and how to compress a whole answer: the client, the path, the type and the

@@ -39,7 +39,7 @@ pub(crate) struct StaticRequest<'a> {
 pub(crate) enum Served {
     Now(Answer),
     /// The body (more than `compress::INLINE_MAX` bytes) is to be compressed with this
-    /// coding on the blocking pool: `compress_later`.
+    /// coding on the blocking pool, then finished by `packed_or_plain`.
     Compress(Answer, Coding),
 }
 
@@ -173,8 +173,10 @@ pub(crate) fn serve(mount: &Mount, rest: &str, req: StaticRequest<'_>) -> Served
 }
 
 /// The rest of the answer once the file is known: its representation, the
-/// preconditions, the range.
+/// preconditions, the range. Not inlined: its two callers would each carry a copy (the
+/// library's size is guarded in CI).
 #[allow(clippy::too_many_arguments)]
+#[inline(never)]
 fn answer(
     mount: &Mount,
     rel: &str,
@@ -227,9 +229,9 @@ fn answer(
         Verdict::Send => {}
         Verdict::Failed => return Served::Now(canned(412, false)),
         Verdict::NotModified => {
-            for n in [CONTENT_TYPE, ACCEPT_RANGES, CONTENT_LENGTH] {
-                headers.remove(n);
-            }
+            headers.remove(CONTENT_TYPE);
+            headers.remove(ACCEPT_RANGES);
+            headers.remove(CONTENT_LENGTH);
             headers.insert(ETAG, tag);
             return Served::Now(Answer::new(304, headers, Bytes::new()));
         }
@@ -316,15 +318,9 @@ fn on_the_fly(headers: HeaderMap, source: Source, len: u64, coding: Coding) -> S
     Served::Now(packed_or_plain(a, packed))
 }
 
-/// Finishes a `Served::Compress` on the blocking pool.
-pub(crate) async fn compress_later(a: Answer, coding: Coding) -> Answer {
-    let packed = compress::compress(coding, a.body.clone()).await;
-    packed_or_plain(a, packed)
-}
-
 /// The compressed body, or when it came out no larger (or failed) the file as it is, with
 /// the tag of the file itself.
-fn packed_or_plain(mut a: Answer, packed: Option<Bytes>) -> Answer {
+pub(crate) fn packed_or_plain(mut a: Answer, packed: Option<Bytes>) -> Answer {
     if let Some(p) = packed {
         a.body = p;
         return a;
