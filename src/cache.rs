@@ -10,9 +10,9 @@
 use crate::compress::Coding;
 use crate::request::Answer;
 use bytes::Bytes;
-use http::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT_ENCODING, AUTHORIZATION, CACHE_CONTROL, CONTENT_ENCODING, SET_COOKIE, VARY};
+use http::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT_ENCODING, AGE, AUTHORIZATION, CACHE_CONTROL, CONTENT_ENCODING, SET_COOKIE, VARY};
 use parking_lot::Mutex;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -50,8 +50,12 @@ pub struct CacheStats {
 
 pub(crate) struct Entry {
     pub status: u16,
+    /// The answer's headers as sent, `Age` included (a placeholder that each hit
+    /// overwrites in place): a hit clones them and computes nothing else.
     pub headers: HeaderMap,
     pub body: Bytes,
+    /// Whether the engine may compress it (`compress::eligible`), judged once.
+    pub compressible: bool,
     key: String,
     /// (header, the request's value) pairs that must match.
     vary: Vec<(HeaderName, Option<HeaderValue>)>,
@@ -62,10 +66,10 @@ pub(crate) struct Entry {
 }
 
 impl Entry {
-    /// The answer to send: the stored one with its age.
-    pub fn answer(&self) -> Answer {
+    /// The answer to send at `now`: the stored one with its age.
+    pub fn answer(&self, now: Instant) -> Answer {
         let mut a = Answer::new(self.status, self.headers.clone(), self.body.clone());
-        a.headers.insert(http::header::AGE, HeaderValue::from(self.stored.elapsed().as_secs()));
+        a.headers.insert(AGE, age(now.saturating_duration_since(self.stored).as_secs()));
         a
     }
 
@@ -87,7 +91,7 @@ struct Slot {
 
 #[derive(Default)]
 struct Inner {
-    map: HashMap<String, Slot>,
+    map: foldhash::HashMap<String, Slot>,
     order: BTreeMap<u64, String>,
     next: u64,
     bytes: usize,
@@ -157,9 +161,9 @@ impl Cache {
         !self.key_headers.is_empty() || self.varying.lock().contains(key)
     }
 
-    /// The entry for `key` that matches the request's `headers` where the answer varies.
-    pub(crate) fn lookup(&self, key: &str, headers: &HeaderMap) -> Option<Arc<Entry>> {
-        let now = Instant::now();
+    /// The entry for `key` that matches the request's `headers` where the answer varies
+    /// and is still fresh at `now`.
+    pub(crate) fn lookup(&self, key: &str, headers: &HeaderMap, now: Instant) -> Option<Arc<Entry>> {
         let mut inner = self.inner.lock();
         let inner = &mut *inner;
         let found = match inner.map.get_mut(key) {
@@ -243,6 +247,7 @@ impl Cache {
         };
         let mut headers = h.clone();
         headers.remove(MARKER);
+        headers.insert(AGE, HeaderValue::from_static("0"));
         let size = size_of(&headers, answer.body.len(), key);
         if size > self.max_bytes / 4 {
             return;
@@ -250,6 +255,7 @@ impl Cache {
         let now = Instant::now();
         let entry = Arc::new(Entry {
             status: answer.status,
+            compressible: crate::compress::eligible(&headers),
             headers,
             // A copy: a body lent by the host (respond_nocopy) goes back to it at once.
             body: Bytes::copy_from_slice(&answer.body),
@@ -270,7 +276,7 @@ impl Cache {
         }
         let next = inner.next;
         let slot = inner.map.entry(key.to_owned()).or_insert_with(|| Slot { variants: Vec::new(), bytes: 0, seq: next, referenced: false });
-                // The same variant again (two misses raced): the newer one replaces it.
+        // The same variant again (two misses raced): the newer one replaces it.
         let mut freed = 0;
         slot.variants.retain(|e| {
             let same = e.vary.iter().map(|(_, v)| v).eq(entry.vary.iter().map(|(_, v)| v)) && e.vary.len() == entry.vary.len();
@@ -366,6 +372,21 @@ fn entry_size(e: &Entry) -> usize {
     size_of(&e.headers, e.body.len(), &e.key) + e.encoded.lock().iter().map(|(_, b)| b.len()).sum::<usize>()
 }
 
+/// An `Age` value. Those under 100 s, where most hits of a busy entry fall, are slices of
+/// one static string: no allocation, no formatting.
+fn age(secs: u64) -> HeaderValue {
+    const UNDER_100: &str = "0123456789101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899";
+    let at = match secs {
+        0..=9 => secs as usize..secs as usize + 1,
+        10..=99 => {
+            let i = 10 + (secs as usize - 10) * 2;
+            i..i + 2
+        }
+        _ => return HeaderValue::from(secs),
+    };
+    HeaderValue::from_static(&UNDER_100[at])
+}
+
 /// The seconds an answer asks to be kept for: `Ember-Cache: <1..31536000>`.
 fn ttl(headers: &HeaderMap) -> Option<u64> {
     let v = headers.get(MARKER)?.to_str().ok()?.trim().parse::<u64>().ok()?;
@@ -373,125 +394,5 @@ fn ttl(headers: &HeaderMap) -> Option<u64> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use http::{Method, Uri};
-
-    fn key(path: &str, pairs: &[(&'static str, &'static str)]) -> (String, HeaderMap) {
-        let mut h = HeaderMap::new();
-        for (k, v) in pairs {
-            h.insert(*k, HeaderValue::from_static(v));
-        }
-        let uri = path.parse::<Uri>().unwrap();
-        (Cache::key(&Method::GET, &uri, &h, false).unwrap().to_owned(), h)
-    }
-
-    fn look(c: &Cache, k: &(String, HeaderMap)) -> Option<Arc<Entry>> {
-        c.lookup(&k.0, &k.1)
-    }
-
-    fn put(c: &Cache, k: &(String, HeaderMap), a: &Answer) {
-        c.store(&k.0, Some(&k.1), a)
-    }
-
-    fn answer(ttl: &'static str, body: &'static [u8], extra: &[(&'static str, &'static str)]) -> Answer {
-        let mut h = HeaderMap::new();
-        h.insert(MARKER, HeaderValue::from_static(ttl));
-        for (k, v) in extra {
-            h.append(*k, HeaderValue::from_static(v));
-        }
-        Answer::new(200, h, Bytes::from_static(body))
-    }
-
-    #[test]
-    fn a_marked_answer_is_kept_without_its_marker_and_found_again() {
-        let c = Cache::new(1 << 20, vec![]);
-        let k = key("/a?x=1", &[]);
-        assert!(look(&c, &k).is_none());
-        put(&c, &k, &answer("30", b"hello", &[]));
-        let e = look(&c, &k).expect("hit");
-        assert_eq!(e.body, Bytes::from_static(b"hello"));
-        assert!(e.headers.get(MARKER).is_none());
-        assert!(look(&c, &key("/a?x=2", &[])).is_none());
-        let s = c.stats();
-        assert_eq!((s.hits, s.misses, s.stores, s.entries), (1, 2, 1, 1));
-    }
-
-    #[test]
-    fn cookies_private_and_vary_star_are_never_kept() {
-        let c = Cache::new(1 << 20, vec![]);
-        let k = key("/a", &[]);
-        put(&c, &k, &answer("30", b"x", &[("set-cookie", "a=b")]));
-        put(&c, &k, &answer("30", b"x", &[("cache-control", "private, max-age=5")]));
-        put(&c, &k, &answer("30", b"x", &[("cache-control", "no-store")]));
-        put(&c, &k, &answer("30", b"x", &[("vary", "*")]));
-        put(&c, &k, &answer("0", b"x", &[]));
-        put(&c, &k, &answer("soon", b"x", &[]));
-        assert_eq!(c.stats().stores, 0);
-        let mut h = HeaderMap::new();
-        h.insert(AUTHORIZATION, HeaderValue::from_static("Basic eDp5"));
-        assert!(Cache::key(&Method::GET, &"/a".parse::<Uri>().unwrap(), &h, false).is_none());
-        assert!(Cache::key(&Method::POST, &"/a".parse::<Uri>().unwrap(), &HeaderMap::new(), false).is_none());
-    }
-
-    #[test]
-    fn vary_headers_make_separate_entries() {
-        let c = Cache::new(1 << 20, vec![HeaderName::from_static("x-tenant")]);
-        let en = key("/v", &[("accept-language", "en"), ("x-tenant", "1")]);
-        let de = key("/v", &[("accept-language", "de"), ("x-tenant", "1")]);
-        put(&c, &en, &answer("30", b"hello", &[("vary", "Accept-Language, Accept-Encoding")]));
-        assert!(look(&c, &en).is_some());
-        assert!(look(&c, &de).is_none());
-        assert!(look(&c, &key("/v", &[("accept-language", "en"), ("x-tenant", "2")])).is_none());
-        // Accept-Encoding is the engine's business: not part of the key.
-        assert!(look(&c, &key("/v", &[("accept-language", "en"), ("x-tenant", "1"), ("accept-encoding", "br")])).is_some());
-    }
-
-    #[test]
-    fn the_memory_cap_evicts_the_coldest_and_purge_removes_by_prefix() {
-        static BODY: [u8; 1000] = [b'x'; 1000];
-        let c = Cache::new(8 * 1024, vec![]);
-        for i in 0..10 {
-            let k = (format!("/p/{i}"), HeaderMap::new());
-            put(&c, &k, &answer("30", &BODY, &[]));
-            // Keep /p/0 warm.
-            look(&c, &("/p/0".to_string(), HeaderMap::new()));
-        }
-        let s = c.stats();
-        assert!(s.bytes <= 8 * 1024, "{s:?}");
-        assert!(s.evictions > 0);
-        assert!(look(&c, &("/p/0".to_string(), HeaderMap::new())).is_some());
-        assert!(look(&c, &("/p/1".to_string(), HeaderMap::new())).is_none());
-        let n = c.purge("/p/");
-        assert_eq!(n, s.entries);
-        assert_eq!(c.stats().entries, 0);
-        assert_eq!(c.stats().bytes, 0);
-    }
-
-    #[test]
-    fn an_answer_that_varies_is_kept_once_the_request_headers_are() {
-        let c = Cache::new(1 << 20, vec![]);
-        let (k, h) = key("/v", &[("accept-language", "en")]);
-        assert!(!c.wants_headers(&k));
-        c.store(&k, None, &answer("30", b"x", &[("vary", "Accept-Language")]));
-        assert_eq!(c.stats().stores, 0);
-        assert!(c.wants_headers(&k));
-        c.store(&k, Some(&h), &answer("30", b"x", &[("vary", "Accept-Language")]));
-        assert!(c.lookup(&k, &h).is_some());
-        // No Vary: kept without the request's headers.
-        c.store("/plain", None, &answer("30", b"y", &[]));
-        assert!(c.lookup("/plain", &HeaderMap::new()).is_some());
-    }
-
-    #[test]
-    fn expired_entries_are_dropped() {
-        let c = Cache::new(1 << 20, vec![]);
-        let k = key("/e", &[]);
-        put(&c, &k, &answer("1", b"x", &[]));
-        assert!(look(&c, &k).is_some());
-        std::thread::sleep(Duration::from_millis(1100));
-        assert!(look(&c, &k).is_none());
-        let s = c.stats();
-        assert_eq!((s.expirations, s.entries, s.bytes), (1, 0, 0));
-    }
-}
+#[path = "cache_tests.rs"]
+mod tests;

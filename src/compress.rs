@@ -4,7 +4,7 @@
 //! I/O thread.
 
 use bytes::Bytes;
-use http::header::{HeaderMap, HeaderValue, ACCEPT_ENCODING, CACHE_CONTROL, CONTENT_ENCODING, CONTENT_TYPE, VARY};
+use http::header::{HeaderMap, HeaderValue, CACHE_CONTROL, CONTENT_ENCODING, CONTENT_TYPE, VARY};
 #[cfg(any(feature = "gzip", feature = "brotli"))]
 use std::io::Write;
 
@@ -96,41 +96,66 @@ pub(crate) fn under(path: &str, prefix: &str) -> bool {
 /// The coding the client likes best among `offered` (a bit set), from its Accept-Encoding;
 /// None when it accepts neither (or sent no Accept-Encoding: then only identity is safe).
 pub fn negotiate(accept: Option<&HeaderValue>, offered: u32) -> Option<Coding> {
-    let accept = accept?.to_str().ok()?;
-    let (mut gzip, mut br, mut star) = (None::<u16>, None::<u16>, None::<u16>);
-    for item in accept.split(',') {
-        let mut parts = item.split(';');
-        let token = parts.next().unwrap_or("").trim();
-        let mut q = Some(1000);
-        for p in parts {
-            let p = p.trim();
-            if let Some(v) = p.strip_prefix("q=").or_else(|| p.strip_prefix("Q=")) {
-                q = qvalue(v.trim());
-            }
+    Accepted::parse(accept).best(offered)
+}
+
+/// What an Accept-Encoding says of gzip and brotli: their weights in thousandths (0: not
+/// acceptable), `*` applied. Parsed once per request however many choices it decides.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Accepted {
+    gzip: u16,
+    br: u16,
+}
+
+impl Accepted {
+    pub fn parse(accept: Option<&HeaderValue>) -> Accepted {
+        let Some(accept) = accept else { return Accepted::default() };
+        // A value naming neither coding nor `*` (the usual "identity") has none of these
+        // letters: no parsing.
+        if !accept.as_bytes().iter().any(|&c| matches!(c | 0x20, b'g' | b'b' | b'*')) {
+            return Accepted::default();
         }
-        // A malformed weight: the item says nothing reliable.
-        let Some(q) = q else { continue };
-        let slot = if token.eq_ignore_ascii_case("gzip") || token.eq_ignore_ascii_case("x-gzip") {
-            &mut gzip
-        } else if token.eq_ignore_ascii_case("br") {
-            &mut br
-        } else if token == "*" {
-            &mut star
-        } else {
-            continue;
-        };
-        // The first mention counts (duplicates are malformed; be predictable).
-        slot.get_or_insert(q);
+        let Ok(accept) = accept.to_str() else { return Accepted::default() };
+        let (mut gzip, mut br, mut star) = (None::<u16>, None::<u16>, None::<u16>);
+        for item in accept.split(',') {
+            let mut parts = item.split(';');
+            let token = parts.next().unwrap_or("").trim();
+            let mut q = Some(1000);
+            for p in parts {
+                let p = p.trim();
+                if let Some(v) = p.strip_prefix("q=").or_else(|| p.strip_prefix("Q=")) {
+                    q = qvalue(v.trim());
+                }
+            }
+            // A malformed weight: the item says nothing reliable.
+            let Some(q) = q else { continue };
+            let slot = if token.eq_ignore_ascii_case("gzip") || token.eq_ignore_ascii_case("x-gzip") {
+                &mut gzip
+            } else if token.eq_ignore_ascii_case("br") {
+                &mut br
+            } else if token == "*" {
+                &mut star
+            } else {
+                continue;
+            };
+            // The first mention counts (duplicates are malformed; be predictable).
+            slot.get_or_insert(q);
+        }
+        Accepted { gzip: gzip.or(star).unwrap_or(0), br: br.or(star).unwrap_or(0) }
     }
-    let weight = |explicit: Option<u16>, bit: u32| if offered & bit == 0 { 0 } else { explicit.or(star).unwrap_or(0) };
-    let (wb, wg) = (weight(br, BR), weight(gzip, GZIP));
-    // Brotli wins a tie: smaller for the same cost.
-    if wb > 0 && wb >= wg {
-        Some(Coding::Brotli)
-    } else if wg > 0 {
-        Some(Coding::Gzip)
-    } else {
-        None
+
+    /// The best of `offered` (a bit set) for this client.
+    pub fn best(self, offered: u32) -> Option<Coding> {
+        let wb = if offered & BR == 0 { 0 } else { self.br };
+        let wg = if offered & GZIP == 0 { 0 } else { self.gzip };
+        // Brotli wins a tie: smaller for the same cost.
+        if wb > 0 && wb >= wg {
+            Some(Coding::Brotli)
+        } else if wg > 0 {
+            Some(Coding::Gzip)
+        } else {
+            None
+        }
     }
 }
 
@@ -202,11 +227,6 @@ pub(crate) fn add_vary(headers: &mut HeaderMap) {
 /// Marks the answer as encoded with `coding`.
 pub(crate) fn mark(headers: &mut HeaderMap, coding: Coding) {
     headers.insert(CONTENT_ENCODING, HeaderValue::from_static(coding.token()));
-}
-
-/// The client's Accept-Encoding, if it sent one.
-pub(crate) fn accepted(headers: &HeaderMap) -> Option<HeaderValue> {
-    headers.get(ACCEPT_ENCODING).cloned()
 }
 
 /// A streaming encoder: feed chunks, take what came out, finish.
@@ -289,12 +309,20 @@ pub(crate) fn compress_now(coding: Coding, data: &[u8]) -> std::io::Result<Bytes
 /// it failed or came out no smaller (then the original is sent).
 pub(crate) async fn compress(coding: Coding, body: Bytes) -> Option<Bytes> {
     let len = body.len();
-    let out = if len <= INLINE_MAX {
-        compress_now(coding, &body).ok()?
-    } else {
-        tokio::task::spawn_blocking(move || compress_now(coding, &body)).await.ok()?.ok()?
-    };
+    if len <= INLINE_MAX {
+        return compress_small(coding, &body);
+    }
+    let out = tokio::task::spawn_blocking(move || compress_now(coding, &body)).await.ok()?.ok()?;
     (out.len() < len).then_some(out)
+}
+
+/// `compress` for a body of at most `INLINE_MAX` bytes, done here and now: the engine's
+/// own answers (static files, cache hits) that need no waiting are finished within
+/// hyper's call.
+pub(crate) fn compress_small(coding: Coding, body: &[u8]) -> Option<Bytes> {
+    debug_assert!(body.len() <= INLINE_MAX);
+    let out = compress_now(coding, body).ok()?;
+    (out.len() < body.len()).then_some(out)
 }
 
 #[cfg(test)]
@@ -318,6 +346,10 @@ mod tests {
         assert_eq!(negotiate(Some(&hv("*;q=0.5, br;q=0")), both), Some(Coding::Gzip));
         assert_eq!(negotiate(Some(&hv("identity")), both), None);
         assert_eq!(negotiate(Some(&hv("gzip, br")), GZIP), Some(Coding::Gzip));
+        assert_eq!(negotiate(Some(&hv("X-GZIP")), both), Some(Coding::Gzip));
+        assert_eq!(negotiate(Some(&hv("BR;Q=0.9, GZIP;Q=0.8")), both), Some(Coding::Brotli));
+        assert_eq!(negotiate(Some(&hv("identity, deflate")), both), None);
+        assert_eq!(negotiate(None, both), None);
         assert_eq!(negotiate(Some(&hv("br")), GZIP), None);
         assert_eq!(negotiate(Some(&hv("br;q=abc, gzip")), both), Some(Coding::Gzip));
         assert_eq!(negotiate(Some(&hv("x-gzip")), both), Some(Coding::Gzip));

@@ -17,7 +17,7 @@ pub struct FilterConfig {
     /// The longest request target accepted (path and query as sent); 0 = no limit.
     pub max_url_bytes: usize,
     methods: Option<(Vec<Method>, HeaderValue)>,
-    patterns: Vec<Vec<u8>>,
+    patterns: Vec<Pattern>,
 }
 
 impl FilterConfig {
@@ -76,7 +76,7 @@ impl FilterConfig {
         if pattern.is_empty() || pattern.contains('\0') {
             return Err(Error::new(ErrorKind::InvalidArg, "a path pattern must be non-empty and without NUL"));
         }
-        self.patterns.push(pattern.to_ascii_lowercase().into_bytes());
+        self.patterns.push(Pattern::new(pattern.to_ascii_lowercase().into_bytes()));
         Ok(())
     }
 
@@ -121,7 +121,7 @@ impl FilterConfig {
                 normalized = normalize(raw);
                 normalized.as_str()
             };
-            if self.patterns.iter().any(|p| glob(p, path.as_bytes())) {
+            if self.patterns.iter().any(|p| p.matches(path.as_bytes())) {
                 return Some(canned(404, false));
             }
         }
@@ -167,9 +167,58 @@ pub(crate) fn normalize(raw: &str) -> String {
     path
 }
 
-/// Most paths have nothing to undo: no escapes, backslashes, empty or dot segments.
+/// Most paths have nothing to undo: no escapes, backslashes, empty or dot segments. One
+/// pass over the bytes (it runs for every request when path patterns are set).
 fn is_plain(raw: &str) -> bool {
-    raw.starts_with('/') && !raw.contains(['%', '\\']) && !raw.contains("//") && !raw.contains("/.")
+    let b = raw.as_bytes();
+    if b.first() != Some(&b'/') {
+        return false;
+    }
+    let mut prev = 0;
+    for &c in b {
+        match c {
+            b'%' | b'\\' => return false,
+            // "//" and "/." (an empty or a dot segment, or a dotfile: resolved the same way).
+            b'/' | b'.' if prev == b'/' => return false,
+            _ => {}
+        }
+        prev = c;
+    }
+    true
+}
+
+/// A denied path pattern (lower-case) in the cheapest form that matches the same paths:
+/// the usual "*.bak" and "/admin/*" are a comparison of the path's end or start, not a
+/// glob walk with backtracking on every request.
+#[derive(Debug, Clone)]
+enum Pattern {
+    /// "*" then no wildcard: the path ends with this.
+    Suffix(Vec<u8>),
+    /// No wildcard then "*": the path starts with this.
+    Prefix(Vec<u8>),
+    Glob(Vec<u8>),
+}
+
+impl Pattern {
+    fn new(lower: Vec<u8>) -> Pattern {
+        let plain = |b: &[u8]| !b.iter().any(|&c| c == b'*' || c == b'?');
+        if let Some(end) = lower.strip_prefix(b"*").filter(|r| plain(r)) {
+            return Pattern::Suffix(end.to_vec());
+        }
+        if let Some(start) = lower.strip_suffix(b"*").filter(|r| plain(r)) {
+            return Pattern::Prefix(start.to_vec());
+        }
+        Pattern::Glob(lower)
+    }
+
+    fn matches(&self, text: &[u8]) -> bool {
+        let same = |t: &[u8], p: &[u8]| t.iter().zip(p).all(|(t, p)| t.to_ascii_lowercase() == *p);
+        match self {
+            Pattern::Suffix(end) => text.len() >= end.len() && same(&text[text.len() - end.len()..], end),
+            Pattern::Prefix(start) => text.len() >= start.len() && same(&text[..start.len()], start),
+            Pattern::Glob(p) => glob(p, text),
+        }
+    }
 }
 
 /// `*` any run (also empty), `?` any one byte; the whole text must match. `pattern` is
@@ -215,6 +264,29 @@ mod tests {
         assert!(glob(b"/a?c", b"/abc"));
         assert!(!glob(b"/admin/*", b"/administrator"));
         assert!(glob(b"*.bak", b"/A/B.BAK"));
+    }
+
+    #[test]
+    fn plain_paths_are_told_in_one_pass() {
+        for p in ["/", "/a/", "/a/b.txt", "/a.b/c", "/static/1k.json", "/x-y_z~"] {
+            assert!(is_plain(p), "{p}");
+        }
+        for p in ["", "a", "//a", "/a//b", "/./a", "/a/..", "/a/.b", "/a%2e", "/a\\b"] {
+            assert!(!is_plain(p), "{p}");
+        }
+    }
+
+    #[test]
+    fn prefix_and_suffix_patterns_match_as_the_glob_does() {
+        let texts: [&[u8]; 8] = [b"/a/b.bak", b"/A/B.BAK", b"/admin/x", b"/admin", b"/administrator", b"/", b"", b"/x.bak/y"];
+        for pat in ["*.bak", "/admin/*", "*", "/a?c*", "*x*", "/admin", "**.bak"] {
+            let p = Pattern::new(pat.as_bytes().to_vec());
+            for t in texts {
+                assert_eq!(p.matches(t), glob(pat.as_bytes(), t), "{pat} on {:?}", String::from_utf8_lossy(t));
+            }
+        }
+        assert!(matches!(Pattern::new(b"*.bak".to_vec()), Pattern::Suffix(_)));
+        assert!(matches!(Pattern::new(b"/admin/*".to_vec()), Pattern::Prefix(_)));
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! answered (`leave`). A server with none of it configured skips all of it.
 
 use crate::cache::{Cache, CacheStats, Entry as CacheEntry, MARKER};
-use crate::compress::{self, CompressConfig};
+use crate::compress::{self, Coding, CompressConfig};
 use crate::connstate::ConnState;
 use crate::cors::{self, CorsPolicy};
 use crate::engine::Run;
@@ -15,9 +15,12 @@ use crate::server::Server;
 #[cfg(feature = "static")]
 use crate::static_files::Mount;
 #[cfg(feature = "static")]
-use crate::static_serve::{self, StaticRequest};
-use http::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_LENGTH, ETAG, ORIGIN, TRANSFER_ENCODING};
+use crate::static_serve::{self, Served, StaticRequest};
+use bytes::Bytes;
+use http::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT_ENCODING, ETAG, ORIGIN};
 use hyper::body::Incoming;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 /// Everything configured before start.
@@ -85,8 +88,10 @@ impl Front {
 
 /// What `enter` decided.
 pub(crate) enum Entry {
-    /// The engine answered (filter, preflight, static file, cache hit).
+    /// The engine answered (filter, preflight, static file, cache hit), within the call.
     Answered(Answer),
+    /// The engine answers once a large body is compressed on the blocking pool.
+    Later(Pin<Box<dyn Future<Output = Answer> + Send>>),
     /// On to the host; `leave` finishes its answer.
     Pass(Option<Ctx>),
 }
@@ -103,7 +108,31 @@ pub(crate) struct Ctx {
     store: Option<(http::Uri, Option<HeaderMap>)>,
 }
 
-pub(crate) async fn enter(run: &Run, conn: &ConnState, req: &http::Request<Incoming>) -> Entry {
+/// The same, borrowed from the request: an answer made within the call copies nothing.
+struct Look<'a> {
+    front: &'a Arc<Front>,
+    origin: Option<&'a HeaderValue>,
+    cors: Option<usize>,
+    accept: Option<&'a HeaderValue>,
+    codings: u32,
+}
+
+/// How an answer is to be compressed.
+enum Pack {
+    /// As it is.
+    Plain,
+    /// With this body, compressed now.
+    Packed(Coding, Bytes),
+    /// With the compressed copy a cache entry keeps.
+    Kept(Coding, Bytes),
+    /// Too large to compress here: on the blocking pool.
+    Later(Coding),
+}
+
+/// Runs before routing, within hyper's call: the answers the engine knows at once (a
+/// filter's refusal, a preflight, a small static file from memory, a 304, a cache hit)
+/// come back whole, with no request future made. `bodiless`: the request has no body.
+pub(crate) fn enter(run: &Run, conn: &ConnState, req: &http::Request<Incoming>, bodiless: bool) -> Entry {
     let Some(front) = &run.front else { return Entry::Pass(None) };
     let (method, uri, headers) = (req.method(), req.uri(), req.headers());
     // A malformed request (Host, too many headers) gets the router's answer (400, 431);
@@ -125,14 +154,13 @@ pub(crate) async fn enter(run: &Run, conn: &ConnState, req: &http::Request<Incom
     if let Some(a) = front.filter.check_ip(method, uri, client) {
         return Entry::Answered(a);
     }
-    let cors = cors::find(&front.cors, path).map(|p| front.cors.iter().position(|q| std::ptr::eq(p, q)).expect("policy is in the list"));
-    let mut ctx = Ctx {
-        front: front.clone(),
-        origin: headers.get(ORIGIN).cloned(),
+    let cors = if front.cors.is_empty() { None } else { cors::find(&front.cors, path).map(|p| front.cors.iter().position(|q| std::ptr::eq(p, q)).expect("policy is in the list")) };
+    let look = Look {
+        front,
+        origin: if cors.is_some() { headers.get(ORIGIN) } else { None },
         cors,
-        accept: compress::accepted(headers),
+        accept: if front.compress.codings == 0 { None } else { headers.get(ACCEPT_ENCODING) },
         codings: if front.compress.codings == 0 { 0 } else { front.compress.codings_for(path) },
-        store: None,
     };
     if let Some(p) = cors.map(|i| &front.cors[i]) {
         if let Some(a) = p.preflight(method, headers) {
@@ -141,33 +169,31 @@ pub(crate) async fn enter(run: &Run, conn: &ConnState, req: &http::Request<Incom
     }
     #[cfg(feature = "static")]
     if let Some((mount, rest)) = front.mounts.iter().find_map(|m| m.claims(path).map(|r| (m, r))) {
-        let sreq = StaticRequest { method, path, query: uri.query(), headers, codings: ctx.codings, min_bytes: front.compress.min_bytes };
-        // Boxed: the file-serving future is large, and inlined here it would be copied
-        // around for every request, also those no mount claims.
-        let mut a = Box::pin(static_serve::serve(mount, rest, sreq)).await;
-        ctx.decorate(&mut a.headers);
-        return Entry::Answered(a);
+        let sreq = StaticRequest { method, path, query: uri.query(), headers, codings: look.codings, min_bytes: front.compress.min_bytes };
+        return match static_serve::serve(mount, rest, sreq) {
+            Served::Now(mut a) => {
+                look.decorate(&mut a.headers);
+                Entry::Answered(a)
+            }
+            Served::Compress(a, coding) => look.wait(a, coding, None),
+        };
     }
+    let mut store = None;
     if let Some(cache) = &front.cache {
-        let has_body = headers.contains_key(TRANSFER_ENCODING) || headers.get(CONTENT_LENGTH).is_some_and(|v| v.as_bytes() != b"0");
-        if let Some(key) = Cache::key(method, uri, headers, has_body) {
-            match cache.lookup(key, headers) {
-                Some(entry) => {
-                    let mut a = entry.answer();
-                    ctx.compress(&mut a, Some((cache, &entry))).await;
-                    ctx.decorate(&mut a.headers);
-                    return Entry::Answered(a);
-                }
+        if let Some(key) = Cache::key(method, uri, headers, !bodiless) {
+            let now = std::time::Instant::now();
+            match cache.lookup(key, headers, now) {
+                Some(entry) => return look.hit(cache, entry, now),
                 // An answer to HEAD may be bodiless (an explicit HEAD route): only GET's are kept.
                 None if method == http::Method::GET => {
                     let kept = cache.wants_headers(key).then(|| headers.clone());
-                    ctx.store = Some((uri.clone(), kept));
+                    store = Some((uri.clone(), kept));
                 }
                 None => {}
             }
         }
     }
-    Entry::Pass(Some(ctx))
+    Entry::Pass(Some(look.owned(store)))
 }
 
 /// Takes the cache marker off an answer that will not be stored, so that it never
@@ -194,50 +220,122 @@ pub(crate) async fn leave(ctx: Option<Ctx>, mut answer: Answer) -> Answer {
         }
         answer.headers.remove(MARKER);
     }
-    ctx.compress(&mut answer, None).await;
-    ctx.decorate(&mut answer.headers);
+    let look = ctx.look();
+    match look.pack(&mut answer, None) {
+        Pack::Plain => {}
+        Pack::Packed(coding, packed) | Pack::Kept(coding, packed) => packed_into(&mut answer, coding, packed),
+        Pack::Later(coding) => {
+            if let Some(packed) = compress::compress(coding, answer.body.clone()).await {
+                packed_into(&mut answer, coding, packed);
+            }
+        }
+    }
+    look.decorate(&mut answer.headers);
     answer
 }
 
 impl Ctx {
+    fn look(&self) -> Look<'_> {
+        Look { front: &self.front, origin: self.origin.as_ref(), cors: self.cors, accept: self.accept.as_ref(), codings: self.codings }
+    }
+
+    fn decorate(&self, headers: &mut HeaderMap) {
+        self.look().decorate(headers);
+    }
+}
+
+impl Look<'_> {
+    fn owned(&self, store: Option<(http::Uri, Option<HeaderMap>)>) -> Ctx {
+        Ctx { front: self.front.clone(), origin: self.origin.cloned(), cors: self.cors, accept: self.accept.cloned(), codings: self.codings, store }
+    }
+
     fn decorate(&self, headers: &mut HeaderMap) {
         if let Some(i) = self.cors {
-            self.front.cors[i].decorate(self.origin.as_ref(), headers);
+            self.front.cors[i].decorate(self.origin, headers);
         }
     }
 
-    /// Compresses a whole answer when the client, the path, the type and the size allow;
-    /// a cache entry keeps the compressed copy for the next hit.
-    async fn compress(&self, a: &mut Answer, entry: Option<(&Arc<Cache>, &Arc<CacheEntry>)>) {
+    /// A cache hit: its prebuilt answer with its age, compressed when the client asks
+    /// (a copy kept with the entry, or made now and kept; a large one on the blocking pool).
+    fn hit(&self, cache: &Arc<Cache>, entry: Arc<CacheEntry>, now: std::time::Instant) -> Entry {
+        let mut a = entry.answer(now);
+        match self.pack(&mut a, Some(&entry)) {
+            Pack::Plain => {}
+            Pack::Packed(coding, packed) => {
+                cache.add_encoded(&entry, coding, packed.clone());
+                packed_into(&mut a, coding, packed);
+            }
+            Pack::Kept(coding, packed) => packed_into(&mut a, coding, packed),
+            Pack::Later(coding) => return self.wait(a, coding, Some((cache.clone(), entry))),
+        }
+        self.decorate(&mut a.headers);
+        Entry::Answered(a)
+    }
+
+    /// The engine's answer once its body (over 16 KiB) is compressed on the blocking pool:
+    /// a cache hit's (the copy is then kept with its entry) or a static file's, which
+    /// carries its coding already (`Served::Compress`). One future for both: each kind of
+    /// future is code in the library, whose size CI guards.
+    fn wait(&self, mut a: Answer, coding: Coding, hit: Option<(Arc<Cache>, Arc<CacheEntry>)>) -> Entry {
+        let ctx = self.owned(None);
+        Entry::Later(Box::pin(async move {
+            let packed = compress::compress(coding, a.body.clone()).await;
+            match hit {
+                Some((cache, entry)) => {
+                    if let Some(packed) = packed {
+                        cache.add_encoded(&entry, coding, packed.clone());
+                        packed_into(&mut a, coding, packed);
+                    }
+                }
+                #[cfg(feature = "static")]
+                None => a = static_serve::packed_or_plain(a, packed),
+                #[cfg(not(feature = "static"))]
+                None => drop(packed),
+            }
+            ctx.decorate(&mut a.headers);
+            a
+        }))
+    }
+
+    /// Whether and how to compress a whole answer: the client, the path, the type and the
+    /// size must allow it. A cache entry's compressed copy is used when it has one.
+    fn pack(&self, a: &mut Answer, entry: Option<&CacheEntry>) -> Pack {
+        let eligible = || match entry {
+            Some(e) => e.compressible,
+            None => compress::eligible(&a.headers),
+        };
         if self.codings == 0
             || a.streamed
             || a.file.is_some()
             || a.body.len() < self.front.compress.min_bytes
             || matches!(a.status, 204 | 206 | 304)
-            || !compress::eligible(&a.headers)
+            || !eligible()
         {
-            return;
+            return Pack::Plain;
         }
         compress::add_vary(&mut a.headers);
-        let Some(coding) = compress::negotiate(self.accept.as_ref(), self.codings) else { return };
-        let packed = match entry.and_then(|(_, e)| e.encoded(coding)) {
-            Some(p) => Some(p),
-            None => {
-                let p = compress::compress(coding, a.body.clone()).await;
-                if let (Some(p), Some((cache, e))) = (&p, entry) {
-                    cache.add_encoded(e, coding, p.clone());
-                }
-                p
-            }
-        };
-        let Some(packed) = packed else { return };
-        a.body = packed;
-        compress::mark(&mut a.headers, coding);
-        // A strong validator names exact bytes; these are other bytes.
-        if let Some(tag) = a.headers.get(ETAG).and_then(|t| t.to_str().ok()).filter(|t| !t.starts_with("W/")) {
-            if let Ok(weak) = HeaderValue::from_str(&format!("W/{tag}")) {
-                a.headers.insert(ETAG, weak);
-            }
+        let Some(coding) = compress::negotiate(self.accept, self.codings) else { return Pack::Plain };
+        if let Some(p) = entry.and_then(|e| e.encoded(coding)) {
+            return Pack::Kept(coding, p);
+        }
+        if a.body.len() > compress::INLINE_MAX {
+            return Pack::Later(coding);
+        }
+        match compress::compress_small(coding, &a.body) {
+            Some(p) => Pack::Packed(coding, p),
+            None => Pack::Plain,
+        }
+    }
+}
+
+/// Puts the compressed body in the answer, with its coding and a weak tag.
+fn packed_into(a: &mut Answer, coding: Coding, packed: Bytes) {
+    a.body = packed;
+    compress::mark(&mut a.headers, coding);
+    // A strong validator names exact bytes; these are other bytes.
+    if let Some(tag) = a.headers.get(ETAG).and_then(|t| t.to_str().ok()).filter(|t| !t.starts_with("W/")) {
+        if let Ok(weak) = HeaderValue::from_str(&format!("W/{tag}")) {
+            a.headers.insert(ETAG, weak);
         }
     }
 }

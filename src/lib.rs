@@ -27,6 +27,8 @@ pub mod static_files;
 mod static_cache;
 #[cfg(feature = "static")]
 mod static_serve;
+#[cfg(feature = "static")]
+mod static_http;
 pub mod config;
 mod conn;
 mod connstate;

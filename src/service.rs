@@ -58,15 +58,16 @@ pub(crate) fn handle(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<I
         Handled::Later(answer, Some(Box::new(finish)))
     };
     if run.front.is_some() {
+        // The engine's own answers are finished here, like an inline handler's.
+        let ctx = match front::enter(run, conn, &req, head.bodiless) {
+            front::Entry::Answered(a) => return Handled::Done(Some(finish::finish(run, conn, a, None, head_only, is_h2, false, begun, in_flight))),
+            front::Entry::Later(a) => return later(Box::pin(async move { (a.await, None) }), false, begun, in_flight),
+            front::Entry::Pass(ctx) => ctx,
+        };
         let (run, conn) = (run.clone(), conn.clone());
         let answer = Box::pin(async move {
-            match front::enter(&run, &conn, &req).await {
-                front::Entry::Answered(a) => (a, None),
-                front::Entry::Pass(ctx) => {
-                    let (a, upgrade) = answer(&run, &conn, req, head).await;
-                    (front::leave(ctx, a).await, upgrade)
-                }
-            }
+            let (a, upgrade) = answer(&run, &conn, req, head).await;
+            (front::leave(ctx, a).await, upgrade)
         });
         return later(answer, false, begun, in_flight);
     }

@@ -19,9 +19,8 @@
 #![cfg_attr(not(target_os = "linux"), allow(dead_code, unused_imports))]
 
 use bytes::Bytes;
-use http::header::HeaderValue;
+use http::header::{HeaderMap, HeaderValue};
 use parking_lot::Mutex;
-use std::collections::HashMap;
 use std::fs::{File, Metadata};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -58,11 +57,14 @@ pub(crate) struct Small {
     ident: Ident,
     pub body: Bytes,
     pub facts: Facts,
+    /// The answer's headers for the whole file as it is, without and with
+    /// `Vary: Accept-Encoding` (`static_http::file_headers`): a hit clones one.
+    pub headers: [HeaderMap; 2],
 }
 
 #[derive(Default)]
 struct Inner {
-    map: HashMap<String, Arc<Small>>,
+    map: foldhash::HashMap<String, Arc<Small>>,
     bytes: usize,
 }
 
@@ -97,7 +99,21 @@ pub(crate) fn settled(meta: &Metadata) -> bool {
 #[cfg(target_os = "linux")]
 fn stat_at(dir: &File, rel: &str) -> Option<Ident> {
     use std::os::fd::AsRawFd;
-    let path = std::ffi::CString::new(rel).ok()?;
+    // The NUL-terminated path on the stack: no allocation per hit for the usual name.
+    let mut buf = [0u8; 256];
+    let owned;
+    let path: &std::ffi::CStr = if rel.len() < buf.len() {
+        buf[..rel.len()].copy_from_slice(rel.as_bytes());
+        std::ffi::CStr::from_bytes_until_nul(&buf).ok()?
+    } else {
+        owned = std::ffi::CString::new(rel).ok()?;
+        &owned
+    };
+    // A NUL inside the name would shorten it: such a name never reaches here (the
+    // mount's checks refuse NUL), and it would not be the kept name.
+    if path.count_bytes() != rel.len() {
+        return None;
+    }
     let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
     // SAFETY: a valid directory descriptor, a NUL-terminated path, and a stat buffer the
     // kernel fills completely on success.
@@ -136,8 +152,8 @@ impl SmallFiles {
         None
     }
 
-    /// Keeps `body` as the version `ident` of `rel`.
-    pub fn put(&self, rel: &str, ident: Ident, body: Bytes, facts: Facts) {
+    /// Keeps `body` as the version `ident` of `rel`, with its answer headers.
+    pub fn put(&self, rel: &str, ident: Ident, body: Bytes, facts: Facts, headers: [HeaderMap; 2]) {
         let mut inner = self.inner.lock();
         let inner = &mut *inner;
         if let Some(old) = inner.map.remove(rel) {
@@ -151,7 +167,7 @@ impl SmallFiles {
             }
         }
         inner.bytes += body.len();
-        inner.map.insert(rel.to_owned(), Arc::new(Small { ident, body, facts }));
+        inner.map.insert(rel.to_owned(), Arc::new(Small { ident, body, facts, headers }));
     }
 
     #[cfg(test)]
@@ -184,7 +200,7 @@ mod tests {
         let root = File::open(&dir).unwrap();
         let files = SmallFiles::default();
         let meta = std::fs::metadata(dir.join("a.txt")).unwrap();
-        files.put("a.txt", ident(&meta), Bytes::from_static(b"one"), facts());
+        files.put("a.txt", ident(&meta), Bytes::from_static(b"one"), facts(), Default::default());
         assert_eq!(&files.get(&root, "a.txt").unwrap().body[..], b"one");
         // Another version (a different size) is not this entry, and the entry goes.
         std::fs::write(dir.join("a.txt"), b"three").unwrap();
@@ -192,13 +208,13 @@ mod tests {
         assert_eq!(files.held(), (0, 0));
         // So does a file that is gone.
         let meta = std::fs::metadata(dir.join("a.txt")).unwrap();
-        files.put("a.txt", ident(&meta), Bytes::from_static(b"three"), facts());
+        files.put("a.txt", ident(&meta), Bytes::from_static(b"three"), facts(), Default::default());
         std::fs::remove_file(dir.join("a.txt")).unwrap();
         assert!(files.get(&root, "a.txt").is_none());
         // The byte cap holds whatever is put.
         let big = Bytes::from(vec![b'x'; MAX_FILE as usize]);
         for i in 0..(MAX_BYTES / big.len() + 8) {
-            files.put(&format!("f{i}"), ident(&meta), big.clone(), facts());
+            files.put(&format!("f{i}"), ident(&meta), big.clone(), facts(), Default::default());
         }
         let (n, bytes) = files.held();
         assert!(bytes <= MAX_BYTES && n == MAX_BYTES / big.len(), "{n} entries, {bytes} bytes");

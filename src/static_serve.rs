@@ -1,10 +1,11 @@
 //! Answering a request for a file under a static mount: the file (or its index.html, or
-//! the SPA fallback), its type, ETag and Last-Modified with 304 and 412, a single byte
-//! range (206 / 416), a precompressed `.br` / `.gz` sibling or compression on the fly,
-//! Cache-Control per mount. Small files are read at once; larger ones stream from disk
-//! (`file_body`).
+//! the SPA fallback), a precompressed `.br` / `.gz` sibling or compression on the fly, a
+//! single byte range, Cache-Control per mount; the header and precondition rules are
+//! `static_http`. Small files are read at once (and kept: `static_cache`); larger ones
+//! stream from disk (`file_body`). Everything is decided within the call; only a large body
+//! to compress whole waits for the blocking pool (`Served::Compress`).
 
-use crate::compress::{self, Coding, Encoder, BR, GZIP};
+use crate::compress::{self, Accepted, Coding, Encoder, BR, GZIP};
 use crate::file_body::{read_new, FileBody};
 use crate::request::Answer;
 use crate::response::canned;
@@ -12,11 +13,9 @@ use crate::response::canned;
 use crate::static_cache as kept;
 use crate::static_cache::Facts;
 use crate::static_files::{Mount, Refusal, Target, INDEX, PRECOMPRESSED, SPA};
+use crate::static_http::{self as web, Asked, Ranged, Verdict};
 use bytes::Bytes;
-use http::header::{
-    HeaderMap, HeaderValue, ACCEPT_ENCODING, ACCEPT_RANGES, ALLOW, CACHE_CONTROL, CONTENT_LENGTH, CONTENT_RANGE, CONTENT_TYPE,
-    ETAG, IF_MATCH, IF_MODIFIED_SINCE, IF_NONE_MATCH, IF_RANGE, IF_UNMODIFIED_SINCE, LAST_MODIFIED, LOCATION, RANGE,
-};
+use http::header::{HeaderMap, HeaderValue, ACCEPT_RANGES, ALLOW, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_RANGE, CONTENT_TYPE, ETAG, LOCATION};
 use http::Method;
 use std::fs::{File, Metadata};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -34,6 +33,14 @@ pub(crate) struct StaticRequest<'a> {
     /// Codings the server compresses with on this path (0 = none) and from what size.
     pub codings: u32,
     pub min_bytes: usize,
+}
+
+/// The answer, or what is left to do for it.
+pub(crate) enum Served {
+    Now(Answer),
+    /// The body (more than `compress::INLINE_MAX` bytes) is to be compressed with this
+    /// coding on the blocking pool, then finished by `packed_or_plain`.
+    Compress(Answer, Coding),
 }
 
 struct Found {
@@ -59,7 +66,7 @@ fn refused(r: Refusal) -> Answer {
     canned(if r == Refusal::Forbidden { 403 } else { 404 }, false)
 }
 
-fn open(mount: &Mount, target: Target) -> Opened {
+fn open(mount: &Mount, target: &Target) -> Opened {
     let found = match open_file(mount, &target.rel) {
         Ok(f) if f.meta.is_dir() => {
             if !target.dir {
@@ -97,44 +104,25 @@ fn sibling(mount: &Mount, rel: &str, coding: Coding) -> Option<Found> {
     open_file(mount, &format!("{rel}{}", coding.suffix())).ok().filter(|f| f.meta.is_file())
 }
 
-fn content_type(rel: &str) -> HeaderValue {
-    let name = rel.rsplit('/').next().unwrap_or(rel);
-    let essence = crate::mime_types::guess(name);
-    if essence.starts_with("text/") || essence == "application/javascript" {
-        HeaderValue::from_str(&format!("{essence}; charset=utf-8")).unwrap_or(HeaderValue::from_static("application/octet-stream"))
-    } else {
-        HeaderValue::from_static(essence)
-    }
-}
-
 fn mtime(meta: &Metadata) -> SystemTime {
     meta.modified().unwrap_or(UNIX_EPOCH)
 }
 
-fn etag(meta: &Metadata, suffix: &str) -> HeaderValue {
-    tag_of(mtime(meta), meta.len(), suffix)
-}
-
-fn tag_of(mtime: SystemTime, len: u64, suffix: &str) -> HeaderValue {
-    let t = mtime.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let v = format!("\"{:x}.{:x}-{:x}{suffix}\"", t.as_secs(), t.subsec_nanos(), len);
-    HeaderValue::from_str(&v).expect("hex digits make a valid header value")
-}
-
 /// The header values of a file version.
 fn facts_of(rel: &str, meta: &Metadata) -> Facts {
-    let ctype = content_type(rel);
+    let ctype = web::content_type(rel);
     Facts {
         len: meta.len(),
         mtime: mtime(meta),
         compressible: compress::compressible(ctype.as_bytes()),
         ctype,
         last_modified: HeaderValue::from_str(&httpdate::fmt_http_date(mtime(meta))).ok(),
-        etag: etag(meta, ""),
+        etag: web::tag_of(mtime(meta), meta.len(), ""),
     }
 }
 
-/// A small file that has settled is read now and kept for the next requests.
+/// A small file that has settled is read now and kept, with its answer headers, for the
+/// next requests.
 #[cfg(target_os = "linux")]
 fn keep(mount: &Mount, found: &Found, facts: &Facts) -> Option<Bytes> {
     if found.meta.len() > kept::MAX_FILE {
@@ -143,7 +131,9 @@ fn keep(mount: &Mount, found: &Found, facts: &Facts) -> Option<Bytes> {
     let body = read_small(&found.file, 0, found.meta.len()).ok()?;
     // Read first, then judged: a change after this moment moves the file's times.
     if body.len() as u64 == found.meta.len() && kept::settled(&found.meta) {
-        mount.small.put(&found.rel, kept::ident(&found.meta), body.clone(), facts.clone());
+        let cc = mount.cache_control.as_ref();
+        let headers = [web::file_headers(facts, cc, false), web::file_headers(facts, cc, true)];
+        mount.small.put(&found.rel, kept::ident(&found.meta), body.clone(), facts.clone(), headers);
     }
     Some(body)
 }
@@ -153,258 +143,200 @@ fn keep(_mount: &Mount, _found: &Found, _facts: &Facts) -> Option<Bytes> {
     None
 }
 
-/// Any entity tag in `list` ("*", or comma-separated tags) equal to `tag`; weak
-/// comparison (W/ ignored) unless `strong`.
-fn tag_matches(list: &HeaderValue, tag: &HeaderValue, strong: bool) -> bool {
-    let Ok(list) = list.to_str() else { return false };
-    let tag = tag.to_str().unwrap_or("");
-    if list.trim() == "*" {
-        return true;
-    }
-    list.split(',').map(str::trim).any(|t| {
-        if strong {
-            !t.starts_with("W/") && !tag.starts_with("W/") && t == tag
-        } else {
-            t.trim_start_matches("W/") == tag.trim_start_matches("W/")
-        }
-    })
-}
-
-fn date(v: &HeaderValue) -> Option<u64> {
-    let t = httpdate::parse_http_date(v.to_str().ok()?).ok()?;
-    Some(t.duration_since(UNIX_EPOCH).ok()?.as_secs())
-}
-
-fn secs(t: SystemTime) -> u64 {
-    t.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
-}
-
-/// A byte range request, as far as it can be served.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Ranged {
-    /// No range, another unit, or several ranges: the whole file (200).
-    Whole,
-    /// Bytes start..=end.
-    Part(u64, u64),
-    /// Malformed, or outside the file: 416.
-    Unsatisfiable,
-}
-
-pub(crate) fn parse_range(v: &HeaderValue, len: u64) -> Ranged {
-    let Ok(v) = v.to_str() else { return Ranged::Unsatisfiable };
-    let v = v.trim();
-    let Some((unit, spec)) = v.split_once('=') else { return Ranged::Unsatisfiable };
-    if !unit.trim().eq_ignore_ascii_case("bytes") {
-        return Ranged::Whole;
-    }
-    if spec.contains(',') {
-        return Ranged::Whole;
-    }
-    let Some((a, b)) = spec.trim().split_once('-') else { return Ranged::Unsatisfiable };
-    let num = |s: &str| if !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit()) { s.parse::<u64>().ok() } else { None };
-    let (a, b) = (a.trim(), b.trim());
-    match (a.is_empty(), b.is_empty()) {
-        (true, false) => match num(b) {
-            Some(n) if n > 0 && len > 0 => Ranged::Part(len.saturating_sub(n), len - 1),
-            _ => Ranged::Unsatisfiable,
-        },
-        (false, true) => match num(a) {
-            Some(s) if s < len => Ranged::Part(s, len - 1),
-            _ => Ranged::Unsatisfiable,
-        },
-        (false, false) => match (num(a), num(b)) {
-            (Some(s), Some(e)) if s <= e && s < len => Ranged::Part(s, e.min(len - 1)),
-            _ => Ranged::Unsatisfiable,
-        },
-        (true, true) => Ranged::Unsatisfiable,
-    }
-}
-
-pub(crate) async fn serve(mount: &Mount, rest: &str, req: StaticRequest<'_>) -> Answer {
+pub(crate) fn serve(mount: &Mount, rest: &str, req: StaticRequest<'_>) -> Served {
     let (get, head) = (req.method == Method::GET, req.method == Method::HEAD);
     if !get && !head {
         let mut a = canned(405, false);
         a.headers.insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
-        return a;
+        return Served::Now(a);
     }
     let target = match mount.target(rest) {
         Ok(t) => t,
-        Err(r) => return refused(r),
+        Err(r) => return Served::Now(refused(r)),
     };
     // A small file kept in memory and unchanged on disk: no open, no read, no formatting.
     let hit = if target.dir || target.rel.is_empty() { None } else { mount.kept(&target.rel) };
-    let (rel, facts, source) = if let Some(hit) = hit {
-        (target.rel, hit.facts.clone(), Source::Memory(hit.body.clone()))
-    } else {
-        let found = match open(mount, target) {
-            Opened::File(f) => f,
-            Opened::Refused(r) => return refused(r),
-            Opened::Redirect => {
-            let mut a = canned(301, false);
-            let to = match req.query {
-                Some(q) => format!("{}/?{q}", req.path),
-                None => format!("{}/", req.path),
-            };
-            if let Ok(v) = HeaderValue::from_str(&to) {
-                a.headers.insert(LOCATION, v);
-            }
-                return a;
-            }
-        };
-        let facts = facts_of(&found.rel, &found.meta);
-        let source = match keep(mount, &found, &facts) {
-            Some(body) => Source::Memory(body),
-            None => Source::File(found.file),
-        };
-        (found.rel, facts, source)
+    if let Some(hit) = &hit {
+        return answer(mount, &target.rel, &hit.facts, Source::Memory(hit.body.clone()), Some(&hit.headers), &req, get, head);
+    }
+    let found = match open(mount, &target) {
+        Opened::File(f) => f,
+        Opened::Refused(r) => return Served::Now(refused(r)),
+        Opened::Redirect => return Served::Now(redirect(&req)),
     };
-    let compressible = facts.compressible;
+    let facts = facts_of(&found.rel, &found.meta);
+    let source = match keep(mount, &found, &facts) {
+        Some(body) => Source::Memory(body),
+        None => Source::File(found.file),
+    };
+    answer(mount, &found.rel, &facts, source, None, &req, get, head)
+}
+
+/// The rest of the answer once the file is known: its representation, the
+/// preconditions, the range. Not inlined: its two callers would each carry a copy (the
+/// library's size is guarded in CI).
+#[allow(clippy::too_many_arguments)]
+#[inline(never)]
+fn answer(
+    mount: &Mount,
+    rel: &str,
+    facts: &Facts,
+    source: Source,
+    prebuilt: Option<&[HeaderMap; 2]>,
+    req: &StaticRequest<'_>,
+    get: bool,
+    head: bool,
+) -> Served {
     let len = facts.len;
-    let mut headers = HeaderMap::with_capacity(10);
-    headers.insert(CONTENT_TYPE, facts.ctype.clone());
-    if let Some(cc) = &mount.cache_control {
-        headers.insert(CACHE_CONTROL, cc.clone());
-    }
-    if let Some(v) = &facts.last_modified {
-        headers.insert(LAST_MODIFIED, v.clone());
-    }
-    let precompressed = mount.flags & PRECOMPRESSED != 0 && compressible;
-    let dynamic = if req.codings != 0 && compressible && len >= req.min_bytes as u64 && get { req.codings } else { 0 };
-    if precompressed || dynamic != 0 {
-        compress::add_vary(&mut headers);
-    }
-    let range = if get { req.headers.get(RANGE) } else { None };
-    let accept = req.headers.get(ACCEPT_ENCODING);
+    let precompressed = mount.flags & PRECOMPRESSED != 0 && facts.compressible;
+    let dynamic = if req.codings != 0 && facts.compressible && len >= req.min_bytes as u64 && get { req.codings } else { 0 };
+    let vary = precompressed || dynamic != 0;
+    let mut headers = match prebuilt {
+        Some(h) => h[vary as usize].clone(),
+        None => web::file_headers(facts, mount.cache_control.as_ref(), vary),
+    };
+    let asked = Asked::of(req.headers);
+    let range = if get { asked.range } else { None };
 
     // Which representation: a sibling the client accepts, or compression on the fly, or
     // the file itself. A range asks for the file's own bytes.
     let mut chosen: Option<(Coding, Option<Found>)> = None;
-    if range.is_none() {
+    if range.is_none() && asked.accept.is_some() {
+        let accepted = Accepted::parse(asked.accept);
         if precompressed {
-            let first = compress::negotiate(accept, GZIP | BR);
-            let second = first.and_then(|c| compress::negotiate(accept, (GZIP | BR) & !c.bit()));
+            let first = accepted.best(GZIP | BR);
+            let second = first.and_then(|c| accepted.best((GZIP | BR) & !c.bit()));
             for coding in [first, second].into_iter().flatten() {
-                if let Some(s) = sibling(mount, &rel, coding) {
+                if let Some(s) = sibling(mount, rel, coding) {
                     chosen = Some((coding, Some(s)));
                     break;
                 }
             }
         }
         if chosen.is_none() && dynamic != 0 {
-            chosen = compress::negotiate(accept, dynamic).map(|c| (c, None));
+            chosen = accepted.best(dynamic).map(|c| (c, None));
         }
     }
     let tag = match &chosen {
         None => facts.etag.clone(),
-        Some((c, Some(s))) => etag(&s.meta, &format!("-{}", c.token())),
+        Some((c, Some(s))) => web::tag_of(mtime(&s.meta), s.meta.len(), &format!("-{}", c.token())),
         Some((c, None)) => {
-            let strong = tag_of(facts.mtime, len, &format!("-{}", c.token()));
+            let strong = web::tag_of(facts.mtime, len, &format!("-{}", c.token()));
             HeaderValue::from_str(&format!("W/{}", strong.to_str().unwrap_or(""))).unwrap_or(strong)
         }
     };
-    headers.insert(ETAG, tag.clone());
-
-    // Preconditions, in RFC 9110 §13.2.2's order.
-    let modified = secs(facts.mtime);
-    if let Some(m) = req.headers.get(IF_MATCH) {
-        if !tag_matches(m, &tag, true) {
-            return precondition_failed();
-        }
-    } else if let Some(since) = req.headers.get(IF_UNMODIFIED_SINCE).and_then(date) {
-        if modified > since {
-            return precondition_failed();
+    match web::preconditions(&asked, &tag, facts.mtime) {
+        Verdict::Send => {}
+        Verdict::Failed => return Served::Now(canned(412, false)),
+        Verdict::NotModified => {
+            headers.remove(CONTENT_TYPE);
+            headers.remove(ACCEPT_RANGES);
+            headers.remove(CONTENT_LENGTH);
+            headers.insert(ETAG, tag);
+            return Served::Now(Answer::new(304, headers, Bytes::new()));
         }
     }
-    let not_modified = match req.headers.get(IF_NONE_MATCH) {
-        Some(list) => tag_matches(list, &tag, false),
-        None => req.headers.get(IF_MODIFIED_SINCE).and_then(date).is_some_and(|since| modified <= since),
-    };
-    if not_modified {
-        headers.remove(CONTENT_TYPE);
-        return Answer::new(304, headers, Bytes::new());
-    }
 
-    match chosen {
-        Some((coding, Some(sib))) => {
-            compress::mark(&mut headers, coding);
-            let n = sib.meta.len();
-            whole(headers, Source::File(sib.file), n, head, None).await
-        }
-        Some((coding, None)) => {
-            compress::mark(&mut headers, coding);
-            whole(headers, source, len, head, Some(coding)).await
-        }
-        None => {
-            headers.insert(ACCEPT_RANGES, HeaderValue::from_static("bytes"));
-            let if_range_ok = match req.headers.get(IF_RANGE) {
-                None => true,
-                Some(v) if v.as_bytes().starts_with(b"\"") => tag_matches(v, &tag, true),
-                Some(v) => date(v) == Some(modified),
-            };
-            match range.filter(|_| if_range_ok).map(|r| parse_range(r, len)) {
-                None | Some(Ranged::Whole) => whole(headers, source, len, head, None).await,
-                Some(Ranged::Unsatisfiable) => {
-                    let mut a = canned(416, false);
-                    a.headers.insert(CONTENT_RANGE, HeaderValue::from_str(&format!("bytes */{len}")).expect("digits"));
-                    a
-                }
-                Some(Ranged::Part(start, end)) => {
-                    headers.insert(CONTENT_RANGE, HeaderValue::from_str(&format!("bytes {start}-{end}/{len}")).expect("digits"));
-                    let mut a = part(headers, source, start, end - start + 1).await;
-                    a.status = 206;
-                    a
-                }
+    let Some((coding, sib)) = chosen else {
+        let ranged = range.filter(|_| web::if_range_holds(&asked, &tag, facts.mtime)).map(|r| web::parse_range(r, len));
+        return Served::Now(match ranged {
+            None | Some(Ranged::Whole) if head => head_answer(headers, len),
+            // The headers state the file's length already.
+            None | Some(Ranged::Whole) => part(headers, source, 0, len),
+            Some(Ranged::Unsatisfiable) => {
+                let mut a = canned(416, false);
+                a.headers.insert(CONTENT_RANGE, HeaderValue::from_str(&format!("bytes */{len}")).expect("digits"));
+                a
             }
+            Some(Ranged::Part(start, end)) => {
+                headers.insert(CONTENT_RANGE, HeaderValue::from_str(&format!("bytes {start}-{end}/{len}")).expect("digits"));
+                headers.insert(CONTENT_LENGTH, HeaderValue::from(end - start + 1));
+                let mut a = part(headers, source, start, end - start + 1);
+                a.status = 206;
+                a
+            }
+        });
+    };
+    // Another representation: other bytes, another tag, no ranges.
+    headers.remove(ACCEPT_RANGES);
+    headers.remove(CONTENT_LENGTH);
+    headers.insert(ETAG, tag);
+    compress::mark(&mut headers, coding);
+    match sib {
+        Some(sib) if head => Served::Now(head_answer(headers, sib.meta.len())),
+        Some(sib) => {
+            let n = sib.meta.len();
+            headers.insert(CONTENT_LENGTH, HeaderValue::from(n));
+            Served::Now(part(headers, Source::File(sib.file), 0, n))
         }
+        None => on_the_fly(headers, source, len, coding),
     }
 }
 
-fn precondition_failed() -> Answer {
-    canned(412, false)
+fn redirect(req: &StaticRequest<'_>) -> Answer {
+    let mut a = canned(301, false);
+    let to = match req.query {
+        Some(q) => format!("{}/?{q}", req.path),
+        None => format!("{}/", req.path),
+    };
+    if let Ok(v) = HeaderValue::from_str(&to) {
+        a.headers.insert(LOCATION, v);
+    }
+    a
 }
 
-/// `len` bytes of `file` from the start, compressed with `coding` when given.
-async fn whole(mut headers: HeaderMap, source: Source, len: u64, head: bool, coding: Option<Coding>) -> Answer {
-    if head {
-        let mut a = Answer::new(200, headers, Bytes::new());
-        a.declared_len = Some(len);
-        return a;
-    }
-    let Some(coding) = coding else { return part(headers, source, 0, len).await };
+/// HEAD: the headers GET would send, with the length of its body.
+fn head_answer(headers: HeaderMap, len: u64) -> Answer {
+    let mut a = Answer::new(200, headers, Bytes::new());
+    a.declared_len = Some(len);
+    a
+}
+
+/// The file compressed with `coding` as it is sent: streamed for a large file on disk,
+/// at once for a small body, on the blocking pool (later) for a large one in memory.
+fn on_the_fly(headers: HeaderMap, source: Source, len: u64, coding: Coding) -> Served {
     let data = match source {
         Source::File(file) if len > SMALL_MAX => {
             let mut a = Answer::new(200, headers, Bytes::new());
             match Encoder::new(coding) {
                 Ok(e) => a.file = Some(Box::new(FileBody::new(file, 0, len, Some(e)))),
-                Err(_) => return canned(500, false),
+                Err(_) => return Served::Now(canned(500, false)),
             }
-            return a;
+            return Served::Now(a);
         }
         Source::File(file) => match read_small(&file, 0, len) {
             Ok(d) => d,
-            Err(_) => return canned(500, false),
+            Err(_) => return Served::Now(canned(500, false)),
         },
         Source::Memory(data) => data,
     };
-    match compress::compress(coding, data.clone()).await {
-        Some(packed) => Answer::new(200, headers, packed),
-        None => {
-            // No smaller: the file as it is, with the tag of the file itself.
-            headers.remove(http::header::CONTENT_ENCODING);
-            if let Some(t) = headers.get(ETAG).and_then(|t| t.to_str().ok()).map(|t| t.trim_start_matches("W/").to_owned()) {
-                let plain = t.rsplit_once('-').map(|(a, _)| format!("{a}\"")).unwrap_or(t);
-                if let Ok(v) = HeaderValue::from_str(&plain) {
-                    headers.insert(ETAG, v);
-                }
-            }
-            Answer::new(200, headers, data)
-        }
+    let a = Answer::new(200, headers, data);
+    if a.body.len() > compress::INLINE_MAX {
+        return Served::Compress(a, coding);
     }
+    let packed = compress::compress_small(coding, &a.body);
+    Served::Now(packed_or_plain(a, packed))
 }
 
-/// `len` bytes of the file from `start`, as they are.
-async fn part(mut headers: HeaderMap, source: Source, start: u64, len: u64) -> Answer {
-    headers.insert(CONTENT_LENGTH, HeaderValue::from(len));
+/// The compressed body, or when it came out no larger (or failed) the file as it is, with
+/// the tag of the file itself.
+pub(crate) fn packed_or_plain(mut a: Answer, packed: Option<Bytes>) -> Answer {
+    if let Some(p) = packed {
+        a.body = p;
+        return a;
+    }
+    a.headers.remove(CONTENT_ENCODING);
+    if let Some(t) = a.headers.get(ETAG).and_then(|t| t.to_str().ok()).map(|t| t.trim_start_matches("W/").to_owned()) {
+        let plain = t.rsplit_once('-').map(|(a, _)| format!("{a}\"")).unwrap_or(t);
+        if let Ok(v) = HeaderValue::from_str(&plain) {
+            a.headers.insert(ETAG, v);
+        }
+    }
+    a
+}
+
+/// `len` bytes of the file from `start`, as they are (`headers` state that length).
+fn part(headers: HeaderMap, source: Source, start: u64, len: u64) -> Answer {
     let file = match source {
         Source::Memory(data) => return Answer::new(200, headers, data.slice(start as usize..(start + len) as usize)),
         Source::File(file) => file,
@@ -422,47 +354,4 @@ async fn part(mut headers: HeaderMap, source: Source, start: u64, len: u64) -> A
 
 fn read_small(file: &File, start: u64, len: u64) -> std::io::Result<Bytes> {
     read_new(file, start, len as usize).map(Bytes::from)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn hv(s: &'static str) -> HeaderValue {
-        HeaderValue::from_static(s)
-    }
-
-    #[test]
-    fn ranges_parse_as_rfc_9110_says() {
-        assert_eq!(parse_range(&hv("bytes=0-9"), 100), Ranged::Part(0, 9));
-        assert_eq!(parse_range(&hv("bytes=90-"), 100), Ranged::Part(90, 99));
-        assert_eq!(parse_range(&hv("bytes=-10"), 100), Ranged::Part(90, 99));
-        assert_eq!(parse_range(&hv("bytes=-1000"), 100), Ranged::Part(0, 99));
-        assert_eq!(parse_range(&hv("bytes=50-1000"), 100), Ranged::Part(50, 99));
-        assert_eq!(parse_range(&hv("bytes=100-"), 100), Ranged::Unsatisfiable);
-        assert_eq!(parse_range(&hv("bytes=9-2"), 100), Ranged::Unsatisfiable);
-        assert_eq!(parse_range(&hv("bytes=abc"), 100), Ranged::Unsatisfiable);
-        assert_eq!(parse_range(&hv("bytes=-0"), 100), Ranged::Unsatisfiable);
-        assert_eq!(parse_range(&hv("bytes=0-0"), 0), Ranged::Unsatisfiable);
-        assert_eq!(parse_range(&hv("bytes=+1-2"), 100), Ranged::Unsatisfiable);
-        assert_eq!(parse_range(&hv("items=0-9"), 100), Ranged::Whole);
-        assert_eq!(parse_range(&hv("bytes=0-1, 5-6"), 100), Ranged::Whole);
-    }
-
-    #[test]
-    fn entity_tags_compare_weakly_or_strongly() {
-        let tag = hv("\"abc\"");
-        assert!(tag_matches(&hv("\"x\", W/\"abc\""), &tag, false));
-        assert!(!tag_matches(&hv("W/\"abc\""), &tag, true));
-        assert!(tag_matches(&hv("*"), &tag, true));
-        assert!(!tag_matches(&hv("\"abd\""), &tag, false));
-    }
-
-    #[test]
-    fn types_come_from_the_extension_with_a_charset_for_text() {
-        assert_eq!(content_type("a/index.html"), "text/html; charset=utf-8");
-        assert!(content_type("app.js").to_str().unwrap().ends_with("javascript; charset=utf-8"));
-        assert_eq!(content_type("x.png"), "image/png");
-        assert_eq!(content_type("noext"), "application/octet-stream");
-    }
 }

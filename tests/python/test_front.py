@@ -238,6 +238,47 @@ def test_the_output_cache_through_the_binding(serve, dispatch):
             Response("x", cache_for=bad)
 
 
+def test_large_engine_answers_are_compressed_on_the_pool_and_cache_copies_kept(serve, tmp_path):
+    """Answers the engine makes itself wait only for a body over 16 KiB to compress: a cache
+    hit (its compressed copy then kept with the entry) and a static file compressed on the
+    fly. A small one is compressed within the call."""
+    text = "cached words " * 4000  # 52 KB
+    page = "static words " * 3000  # 39 KB, no precompressed sibling
+    (tmp_path / "page.txt").write_text(page)
+    (tmp_path / "small.txt").write_text("short text " * 200)
+    calls = {"n": 0}
+
+    def setup(app):
+        app.output_cache(16 << 20)
+        app.compression(min_bytes=100)
+        app.static("/s", str(tmp_path))
+
+        @app.get("/big")
+        def b(req):
+            calls["n"] += 1
+            return Response(text, cache_for=30)
+
+    s = serve(setup, dispatch="inline")
+    assert requests.get(s.url + "/big").text == text  # stored
+    before = s.app.cache_stats()["bytes"]
+    for _ in range(3):
+        r = requests.get(s.url + "/big", headers={"Accept-Encoding": "gzip"})
+        assert r.headers["Content-Encoding"] == "gzip" and r.text == text
+        assert "Age" in r.headers and "Accept-Encoding" in r.headers["Vary"]
+    assert calls["n"] == 1
+    st = s.app.cache_stats()
+    # The compressed copy is kept with the entry, once.
+    assert st["hits"] == 3 and st["bytes"] - before == int(r.headers["Content-Length"])
+    for path, body in (("/s/page.txt", page), ("/s/small.txt", "short text " * 200)):
+        for _ in range(2):
+            r = requests.get(s.url + path, headers={"Accept-Encoding": "gzip"})
+            assert r.status_code == 200 and r.headers["Content-Encoding"] == "gzip", path
+            assert r.text == body and r.headers["ETag"].startswith('W/"'), path
+        r = requests.get(s.url + path, headers={"Accept-Encoding": "identity"})
+        assert "Content-Encoding" not in r.headers and r.text == body
+        assert r.headers["Content-Length"] == str(len(body)) and not r.headers["ETag"].startswith("W/")
+
+
 def test_cors_with_credentials_and_ip_allow_lists(serve):
     def setup(app):
         app.cors("/", "*", credentials=True, max_age=60)
