@@ -80,8 +80,9 @@ fn invalid(id: u64) -> Error {
 }
 
 fn split(id: u64) -> Option<(usize, u32)> {
-    let index = (id & 0xFFFF_FFFF) as usize;
-    (index != 0).then_some((index - 1, (id >> 32) as u32))
+    // checked_sub, not then_some: its argument is computed even for the 0 handle.
+    let index = ((id & 0xFFFF_FFFF) as usize).checked_sub(1)?;
+    Some((index, (id >> 32) as u32))
 }
 
 /// Keeps `p` and returns its handle.
