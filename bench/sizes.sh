@@ -148,8 +148,9 @@ if [[ $check -eq 1 ]]; then
     # The goal (2.5 MB) is reported above; what fails CI is growth past where TLS and the
     # per-crate opt-levels of Cargo.toml put it (3,728,256 bytes on 2026-12-03), plus the
     # 2026-12-04 work (prepared answers, the front's early answers with foldhash, per-thread
-    # reuse in the engine: 3,795,696 bytes, +0.8 %), with ~2 % room above that.
-    [[ $full -le 3879731 ]] || { echo "sizes: full library $full bytes > 3.7 MiB"; exit 1; }
+    # reuse in the engine: 3,795,696 bytes, +0.8 %) and rustls back at opt-level 3 for the TLS
+    # keep-alive path (3,858,408 bytes), with ~2 % room above that.
+    [[ $full -le 3932160 ]] || { echo "sizes: full library $full bytes > 3.75 MiB"; exit 1; }
     # The minimal library without WebSocket, static files and compression: 1,457,744 bytes
     # on 2026-12-03 (1,708,416 when they were always in).
     [[ $minimal -le 1520435 ]] || { echo "sizes: minimal library $minimal bytes > 1.45 MiB"; exit 1; }
