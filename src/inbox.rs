@@ -62,6 +62,13 @@ struct InState {
     owed_since: Option<Instant>,
 }
 
+impl InState {
+    /// The body is all in, failed, or was let go: nothing more will come for the host.
+    fn settled(&self) -> bool {
+        self.done || self.error.is_some() || self.abandoned
+    }
+}
+
 /// Bytes held between the client and the host per streamed body.
 pub(crate) const WINDOW: usize = 64 * 1024;
 
@@ -137,8 +144,7 @@ impl Inbox {
         loop {
             let notified = self.finished.notified();
             {
-                let st = self.st.lock();
-                if st.done || st.error.is_some() || st.abandoned {
+                if self.st.lock().settled() {
                     return;
                 }
             }
@@ -157,7 +163,7 @@ impl Inbox {
     /// `owed_since`); None while it waits for the client, or once the body is settled.
     pub fn host_owes_since(&self) -> Option<Instant> {
         let st = self.st.lock();
-        if st.done || st.error.is_some() || st.abandoned {
+        if st.settled() {
             return None;
         }
         st.owed_since

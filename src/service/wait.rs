@@ -38,12 +38,7 @@ pub(super) async fn wait(run: &Run, pending: &mut Pending, mut rx: oneshot::Rece
         loop {
             let owed = inbox.host_owes_since().map_or(Duration::ZERO, |t| t.elapsed());
             tokio::select! {
-                a = &mut rx => {
-                    if a.is_ok() {
-                        pending.0 = 0;
-                    }
-                    return a.unwrap_or_else(|_| canned(503, false));
-                }
+                r = &mut rx => return received(pending, r),
                 _ = inbox.wait_finished() => break,
                 _ = tokio::time::sleep(limit.saturating_sub(owed)), if !limit.is_zero() => {
                     if inbox.host_owes_since().is_some_and(|t| t.elapsed() >= limit) {
@@ -53,18 +48,27 @@ pub(super) async fn wait(run: &Run, pending: &mut Pending, mut rx: oneshot::Rece
             }
         }
     }
-    let outcome = if limit.is_zero() {
-        (&mut rx).await.ok()
+    let r = if limit.is_zero() {
+        (&mut rx).await
     } else {
         match tokio::time::timeout(limit, &mut rx).await {
-            Ok(r) => r.ok(),
+            Ok(r) => r,
             Err(_) => return timed_out(run, pending, rx, limit, "no answer").await,
         }
     };
-    if outcome.is_some() {
-        pending.0 = 0;
+    received(pending, r)
+}
+
+/// What came through the channel: an answer (sent after a claim, so nothing is left to
+/// end), or 503 if the request ended without one.
+fn received(pending: &mut Pending, r: Result<Answer, oneshot::error::RecvError>) -> Answer {
+    match r {
+        Ok(a) => {
+            pending.0 = 0;
+            a
+        }
+        Err(_) => canned(503, false),
     }
-    outcome.unwrap_or_else(|| canned(503, false))
 }
 
 /// The handler timeout passed: 503, unless the host's answer won the race.
@@ -75,13 +79,7 @@ async fn timed_out(run: &Run, pending: &mut Pending, rx: oneshot::Receiver<Answe
     }
     // The host claimed the answer just before the timeout: it is on its way, and the
     // host was told it got through, so it is the one sent.
-    match rx.await {
-        Ok(a) => {
-            pending.0 = 0;
-            a
-        }
-        Err(_) => canned(503, false),
-    }
+    received(pending, rx.await)
 }
 
 /// Ends the request in the registry if this future is dropped first (client gone, stop).
