@@ -19,15 +19,16 @@ build (target/release/libember.so) and valgrind.
 
 from __future__ import annotations
 
-import http.client
 import os
 import re
 import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from front_cost import free_port, load, wait_port  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 N1 = int(os.environ.get("N1", "200"))
@@ -60,37 +61,6 @@ CASES = {
 }
 
 
-def free_port() -> int:
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port: int, proc: subprocess.Popen, limit: float = 180) -> None:
-    import socket
-    end = time.monotonic() + limit
-    while time.monotonic() < end:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the server exited with {proc.returncode}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.3)
-    raise RuntimeError("the server did not start")
-
-
-def load(port: int, path: str, n: int) -> None:
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-    for _ in range(n):
-        c.request("GET", path)
-        r = c.getresponse()
-        body = r.read()
-        assert r.status == 200 and body, (r.status, body)
-    c.close()
-
-
 def measure(case: str, n: int) -> int:
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "callgrind.out"
@@ -102,7 +72,7 @@ def measure(case: str, n: int) -> int:
         proc = subprocess.Popen(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"] + argv,
                                 env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
         try:
-            wait_port(port, proc)
+            wait_port(port, proc, 180)  # the interpreter under callgrind starts slowly
             load(port, path, n)
         finally:
             proc.send_signal(signal.SIGTERM)
