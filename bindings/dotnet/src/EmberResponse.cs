@@ -44,7 +44,8 @@ namespace Ember
             get { return _contentType; }
             set
             {
-                if (value != null) CheckValue(value);
+                // A value answered with before (the same string) was checked then.
+                if (value != null && !ContentTypes.Known(value)) CheckValue(value);
                 _contentType = value;
             }
         }

@@ -15,6 +15,8 @@ namespace Ember
 
         internal static int Send(ulong req, EmberResponse r)
         {
+            var list = r.HeaderList;
+            if ((list == null || list.Count == 0) && !r.NoCopy) return SendSmall(req, r);
             string text = r.BodyText;
             int headerMax = HeaderMax(r);
             int bodyMax = text == null ? 0 : Utf8.Encoding.GetMaxByteCount(text.Length);
@@ -44,6 +46,43 @@ namespace Ember
                 if (r.NoCopy) return SendPinned(req, status, b, hlen, body, r.BodyOffset, r.BodyCount);
                 fixed (byte* p = body)
                     return NativeMethods.ember_request_respond(req, status, b, (UIntPtr)hlen, p + r.BodyOffset, (UIntPtr)r.BodyCount);
+            }
+        }
+
+        /// <summary>No header but Content-Type: ember_request_respond_small, with the type's
+        /// bytes from <see cref="ContentTypes"/>; no header block to write here or to parse in
+        /// the engine.</summary>
+        static int SendSmall(ulong req, EmberResponse r)
+        {
+            string type = r.ContentType;
+            byte[] ct = type == null ? Utf8.Empty : ContentTypes.Utf8(type);
+            ushort status = (ushort)r.StatusCode;
+            string text = r.BodyText;
+            fixed (byte* t = ct)
+            {
+                if (text != null)
+                {
+                    if (text.Length == 0)
+                        return NativeMethods.ember_request_respond_small(req, status, t, (uint)ct.Length, null, 0);
+                    int need = Utf8.Encoding.GetMaxByteCount(text.Length);
+                    byte[] buf = t_scratch;
+                    if (buf == null || buf.Length < need)
+                    {
+                        buf = new byte[Math.Max(need, 4096)];
+                        if (buf.Length <= ScratchKeep) t_scratch = buf;
+                    }
+                    fixed (byte* b = buf)
+                    {
+                        int blen;
+                        fixed (char* c = text) blen = Utf8.Encoding.GetBytes(c, text.Length, b, buf.Length);
+                        return NativeMethods.ember_request_respond_small(req, status, t, (uint)ct.Length, b, (uint)blen);
+                    }
+                }
+                byte[] body = r.BodyBytes;
+                if (body == null || r.BodyCount == 0)
+                    return NativeMethods.ember_request_respond_small(req, status, t, (uint)ct.Length, null, 0);
+                fixed (byte* p = body)
+                    return NativeMethods.ember_request_respond_small(req, status, t, (uint)ct.Length, p + r.BodyOffset, (uint)r.BodyCount);
             }
         }
 
