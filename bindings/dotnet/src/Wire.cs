@@ -15,6 +15,8 @@ namespace Ember
 
         internal static int Send(ulong req, EmberResponse r)
         {
+            EmberAnswer prepared = r.Prepared;
+            if (prepared != null) return prepared.Respond(req);
             var list = r.HeaderList;
             if ((list == null || list.Count == 0) && !r.NoCopy) return SendSmall(req, r);
             string text = r.BodyText;
@@ -84,6 +86,22 @@ namespace Ember
                 fixed (byte* p = body)
                     return NativeMethods.ember_request_respond_small(req, status, t, (uint)ct.Length, p + r.BodyOffset, (uint)r.BodyCount);
             }
+        }
+
+        /// <summary>ember_answer_new with the response's status, headers and body.</summary>
+        internal static ulong Prepare(EmberResponse r)
+        {
+            var buf = new byte[Math.Max(HeaderMax(r), 1)];
+            ulong answer;
+            int rc;
+            fixed (byte* b = buf)
+            fixed (byte* p = r.BodyBytes)
+            {
+                int hlen = WriteHeaders(r, b);
+                rc = NativeMethods.ember_answer_new((ushort)r.StatusCode, b, (UIntPtr)hlen, p, (UIntPtr)r.BodyCount, out answer);
+            }
+            Native.Check(rc, "ember_answer_new");
+            return answer;
         }
 
         /// <summary>ember_response_begin with the response's status and headers.</summary>
