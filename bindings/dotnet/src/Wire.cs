@@ -6,7 +6,9 @@ using Ember.Interop;
 
 namespace Ember
 {
-    /// <summary>Turns an EmberResponse into the single ember_request_respond call.</summary>
+    /// <summary>Turns an EmberResponse into its one answer call: a prepared answer's
+    /// ember_request_respond_answer, ember_request_respond_small when Content-Type is the only
+    /// header, else ember_request_respond with a header block.</summary>
     internal static unsafe class Wire
     {
         const int ScratchKeep = 256 * 1024;   // larger one-off buffers are not kept per thread
