@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Instructions per request (callgrind) of the .NET binding under Mono: the reference app
-(samples/dotnet/EmberRef.exe: GET /, a fixed byte[] body; GET /users/42, a route value and a
-fresh JSON string per request). Counts, not times: they hold on a busy machine, so they are
+(samples/dotnet/EmberRef.exe: GET /, a prepared answer; GET /users/42, a route value and a
+fresh JSON string per request; GET /api/ping, a JSON string and one extra header). Counts, not times: they hold on a busy machine, so they are
 what before/after comparisons of the binding's per-request cost use
 (bench/results/net-cost.md).
 
@@ -48,6 +48,7 @@ def ref(dispatch):
 CASES = {
     "net-ref-inline": (ref("inline"), "/"),
     "net-ref-users-inline": (ref("inline"), "/users/42"),
+    "net-ref-ping-inline": (ref("inline"), "/api/ping"),
     "net-ref-auto": (ref("auto"), "/"),
 }
 
