@@ -9,6 +9,7 @@ import logging
 from typing import Any, Awaitable, Callable
 
 from . import _lib, _stream
+from ._loop import _resume
 from ._host import access, internal_error as _internal_error, refused as _refused
 from .response import NOCOPY_MIN, send as _send_any
 
@@ -58,29 +59,45 @@ class _HTTPCycle:
         self.streaming = False
         self.collect = None  # declared Content-Length <= COLLECT_MAX: collect, keep the length
 
-    async def run(self, app: ASGIApp) -> None:
+    def finished(self, result: Any, exc: BaseException | None) -> None:
+        """The app's coroutine ended (``exc``: what it raised): anything it left
+        unanswered answers 500, and a waiting ``receive()`` wakes."""
+        if exc is None and self.done and result is None and self.waiter is None:
+            return  # the usual end: answered, nothing waits
         try:
-            result = await app(self.scope, self.receive, self.send)
-        except asyncio.CancelledError:
-            raise
-        except BaseException:
-            log.exception("Exception in ASGI application (%s %s)", self.scope["method"], self.scope["path"])
-            if not self.done:
-                self._fail()
-            return
+            if exc is not None:
+                if isinstance(exc, asyncio.CancelledError):
+                    return
+                log.error("Exception in ASGI application (%s %s)", self.scope["method"], self.scope["path"],
+                          exc_info=exc)
+                if not self.done:
+                    self._fail()
+                return
+            if self.done:
+                if result is not None:
+                    log.error("ASGI callable should return None, but returned %r", result)
+                return
+            if self.status is None:
+                log.error("ASGI callable returned without starting response (%s %s)",
+                          self.scope["method"], self.scope["path"])
+            else:
+                log.error("ASGI callable returned without completing response (%s %s)",
+                          self.scope["method"], self.scope["path"])
+            self._fail()
         finally:
             self._wake()
-        if self.done:
-            if result is not None:
-                log.error("ASGI callable should return None, but returned %r", result)
+
+    async def rest(self, coro: Any, value: Any) -> None:
+        """Goes on with the app's coroutine, which last yielded ``value`` (None: not
+        started), as a task on the loop; then as ``finished``."""
+        try:
+            result = await _resume(coro, value)
+        except BaseException as e:
+            self.finished(None, e)
+            if isinstance(e, asyncio.CancelledError):
+                raise
             return
-        if self.status is None:
-            log.error("ASGI callable returned without starting response (%s %s)",
-                      self.scope["method"], self.scope["path"])
-        else:
-            log.error("ASGI callable returned without completing response (%s %s)",
-                      self.scope["method"], self.scope["path"])
-        self._fail()
+        self.finished(result, None)
 
     async def receive(self) -> dict:
         body = self.body

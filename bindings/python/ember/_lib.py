@@ -228,6 +228,8 @@ class RequestInfo(Structure):
         ("http_version", c_uint32),
         ("content_length", ctypes.c_int64),
         ("flags", c_uint32),
+        ("scheme_ptr", c_void_p), ("scheme_len", c_size_t),
+        ("peer_ptr", c_void_p), ("peer_len", c_size_t),
     ]
 
 
