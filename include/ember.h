@@ -386,8 +386,8 @@ typedef uint64_t ember_answer;
 typedef uint64_t ember_request;
 
 /**
- * A borrowed view: pointer + length, not NUL-terminated in general (`RequestInfo` says
- * which are). `ptr` may be NULL when `len` is 0.
+ * A borrowed view: pointer + length, not NUL-terminated in general (the request info
+ * says which are). `ptr` may be NULL when `len` is 0.
  */
 typedef struct ember_str {
   const char *ptr;

@@ -17,7 +17,7 @@ log = logging.getLogger("ember.asgi")
 
 ASGIApp = Callable[[dict, Callable[[], Awaitable[dict]], Callable[[dict], Awaitable[None]]], Awaitable[None]]
 
-_respond = _lib.lib.ember_request_respond
+_respond = _lib.held.ember_request_respond
 _respond_small = _lib.held.ember_request_respond_small
 _OK = _lib.OK
 _ERR_INVALID_ARG = _lib.ERR_INVALID_ARG
@@ -38,6 +38,29 @@ class _Events:
         self.readable: asyncio.Future | None = None
         self.gone = False   # ABORTED: the client left, the handler timeout answered, or stop
         self.ended = False  # ABORTED or COMPLETED
+
+
+def _is(name: Any, want: bytes) -> bool:
+    return name == want or (type(name) is bytes and name.lower() == want)
+
+
+def _small_type(headers: Any, n: int, scope: dict) -> bytes | None:
+    """The Content-Type of an answer whose headers are only that, and perhaps a
+    Content-Length equal to ``n`` (not for HEAD, whose stated length the engine sends
+    as it is), else None."""
+    if len(headers) == 1:
+        name, value = headers[0]
+    else:
+        (name, value), (name2, value2) = headers
+        if name2 != b"content-length" and not _is(name2, b"content-length"):
+            if not _is(name, b"content-length"):
+                return None
+            name, value, name2, value2 = name2, value2, name, value
+        if value2 != b"%d" % n or scope["method"] == "HEAD":
+            return None
+    if type(value) is bytes and (name == b"content-type" or _is(name, b"content-type")):
+        return value
+    return None
 
 
 class _HTTPCycle:
@@ -223,17 +246,19 @@ class _HTTPCycle:
         self.done = True
         n = len(body)
         headers = self.headers
-        if n < NOCOPY_MIN and type(headers) in (list, tuple) and len(headers) == 1:
-            # Only a Content-Type (the usual small JSON or text answer): one call with no
-            # header block to build here or parse in the engine. A value the engine
-            # refuses (a line break ...) goes the long way, which reports it.
-            name, value = headers[0]
-            if type(value) is bytes and (name == b"content-type" or name.lower() == b"content-type"):
+        if n < NOCOPY_MIN and type(headers) in (list, tuple) and 0 < len(headers) <= 2:
+            # Only a Content-Type, perhaps with a Content-Length that says the body's
+            # length (the usual small JSON or text answer): one call with no header block
+            # to build here or parse in the engine, which counts the body itself. A value
+            # the engine refuses (a line break ...) goes the long way, which reports it.
+            value = _small_type(headers, n, self.scope)
+            if value is not None:
                 rc = _respond_small(self.handle, self.status, value, len(value), body, n)
                 if rc != _ERR_INVALID_ARG:
                     if rc != _OK:
                         _refused(rc, self.handle, f"{self.scope['method']} {self.scope['path']}", log)
-                    self._wake()
+                    if self.waiter is not None:
+                        self._wake()
                     return
         head = self._head()
         if head is None:

@@ -43,6 +43,21 @@ I_FLAGS = _NAMES.index("flags")
 I_HEADER_COUNT = _NAMES.index("header_count")
 I_PEER = _NAMES.index("peer_ptr")  # the last text view (ember.h: ember_request_info)
 
+def picked(*names: str) -> tuple[struct.Struct, dict[str, int]]:
+    """A struct that unpacks only the named fields of the info struct (the others are
+    skipped as padding: no int object is made for them), and each name's position."""
+    fmt, at, pos = "@", 0, {}
+    fields = {name: (getattr(_lib.RequestInfo, name).offset, t) for name, t in _lib.RequestInfo._fields_}
+    for name in sorted(names, key=lambda n: fields[n][0]):
+        offset, t = fields[name]
+        fmt += f"{offset - at}x{_CODES[t]}" if offset > at else _CODES[t]
+        at = offset + ctypes.sizeof(t)
+        pos[name] = len(pos)
+    st = struct.Struct(fmt)
+    assert st.size == at  # no alignment padding crept in
+    return st, pos
+
+
 REQUEST_BODY_STREAMED = 1  # info.flags: read the body with ember_request_read
 
 HTTP_VERSIONS = {10: "1.0", 11: "1.1", 20: "2"}

@@ -43,8 +43,13 @@ from ._asgi_http import ASGIApp, _HTTPCycle, _LoggedHTTPCycle
 from ._asgi_ws import WS_MAX_QUEUE, WS_MAX_QUEUE_BYTES, WS_PATTERNS, make_ws_handler
 from ._host import AppServer, internal_error as _internal_error
 from ._loop import BorrowableLoop
-from ._wire import (HTTP_VERSIONS, I_BODY, I_FLAGS, I_HEADER_COUNT, I_LENGTH, I_METHOD, I_PEER, I_VERSION, INFO, MEM,
-                    METHODS, REQUEST_BODY_STREAMED, AddrCache, text_parts_slow)
+from ._wire import HTTP_VERSIONS, INFO, MEM, METHODS, REQUEST_BODY_STREAMED, AddrCache, picked, text_parts_slow
+
+# What a request needs of the info struct, unpacked in one call (the rest is skipped).
+_INFO, _AT = picked("method_ptr", "method_len", "body_ptr", "body_len", "header_count", "http_version",
+                    "content_length", "flags", "peer_ptr", "peer_len")
+I_METHOD, I_BODY, I_HEADER_COUNT, I_VERSION = _AT["method_ptr"], _AT["body_ptr"], _AT["header_count"], _AT["http_version"]
+I_LENGTH, I_FLAGS, I_PEER = _AT["content_length"], _AT["flags"], _AT["peer_ptr"]
 
 log = logging.getLogger("ember.asgi")
 
@@ -195,7 +200,8 @@ class ASGIServer(AppServer):
         state = self.state
         drive = self._loop.drive
         block = self._block
-        unpack = INFO.unpack_from
+        unpack = _INFO.unpack_from
+        full = INFO.unpack_from
         mem = MEM
         methods = METHODS
         versions = HTTP_VERSIONS
@@ -214,7 +220,7 @@ class ASGIServer(AppServer):
                 end = f[I_PEER] + f[I_PEER + 1] + 1
                 parts = mem[start:end].tobytes().split(b"\0", 5 + 2 * hc) if end > start else ()
                 if len(parts) != 6 + 2 * hc or len(parts[0]) != f[I_METHOD + 1]:
-                    parts = slow_parts(f)
+                    parts = slow_parts(full(mem, info))
                 method = parts[0]
                 raw_path = parts[1]
                 path = raw_path.decode("latin-1")
