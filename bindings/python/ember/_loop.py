@@ -229,7 +229,8 @@ class BorrowableLoop:
         baton is free (or, with ``block``, once it is), else as a task on the loop thread.
 
         ``owner`` hears how it went: ``owner.finished(result, exc)`` when it ends without
-        waiting (here, with the baton held; ``exc`` is what it raised, or None), and
+        waiting (here, with the baton held; ``exc`` is what it raised, or None; skipped
+        when it returned None with ``owner.done`` set and no ``owner.waiter``), and
         ``owner.rest(coro, value)``, a coroutine that goes on driving it (``_resume``) and
         does what ``finished`` would, when it waits or runs on the loop thread. The fast
         path wraps nothing: the app's own coroutine is stepped here."""
@@ -253,7 +254,9 @@ class BorrowableLoop:
                 waiting_on = carrier.ctx.run(coro.send, None)
             except StopIteration as stop:
                 _leave_task(loop, task)
-                owner.finished(stop.value, None)
+                # The usual end (answered, returned None, nothing waits on it) needs no call.
+                if stop.value is not None or not owner.done or owner.waiter is not None:
+                    owner.finished(stop.value, None)
             except BaseException as e:
                 _leave_task(loop, task)
                 owner.finished(None, e)
