@@ -386,7 +386,8 @@ typedef uint64_t ember_answer;
 typedef uint64_t ember_request;
 
 /**
- * A borrowed view: pointer + length, not NUL-terminated. `ptr` may be NULL when `len` is 0.
+ * A borrowed view: pointer + length, not NUL-terminated in general (the request info
+ * says which are). `ptr` may be NULL when `len` is 0.
  */
 typedef struct ember_str {
   const char *ptr;
@@ -415,6 +416,13 @@ typedef struct ember_header {
  * again. They also stay valid when the handler timeout or a departing client ended
  * the request meanwhile: always answer, since that is also what releases an expired
  * request's memory before stop.
+ *
+ * Every view but `body` is followed by a NUL byte (not counted in its `len`), and
+ * those views lie back to back in one block, in this order: `method`, `path`, `query`,
+ * `remote_addr`, `route`, each header's name and value, each parameter's name and
+ * value, `scheme`, `peer_addr`. So the text from `method.ptr` to the NUL after
+ * `peer_addr` can be copied once and split at its NULs (header names and values never
+ * contain one; a percent-decoded parameter value may), as the Python binding does.
  *
  * Fields are only ever appended: `size` tells which exist in the library that filled
  * the struct.
