@@ -15,10 +15,10 @@ const BR_QUALITY: u32 = 5;
 #[cfg(feature = "brotli")]
 const BR_WINDOW: u32 = 22;
 /// zstd's level 5: on 100 KB JSON and HTML answers it comes out the size of gzip 6's
-/// (within 1 % on four bodies of five, 5 % larger on the fifth) for a quarter to a third of
-/// gzip 6's CPU, and decodes in half gzip's time; levels 1 to 4 cost a little less again but
-/// are 4 to 20 % larger than gzip, 6 and up cost more for a few percent (README, compression;
-/// `benches/compress.rs`). Its window for a stream of unknown length is 2 MiB, within the
+/// (0 to 1.2 % larger on four bodies of five, 5 % on the fifth) for 27 to 40 % of gzip 6's
+/// CPU, and decodes in half gzip's time; levels 1 to 4 cost less again but are 3 to 28 %
+/// larger than gzip, 6 and up cost more for a few percent (README, compression;
+/// `bench/results/compression.md`). Its window for a stream of unknown length is 2 MiB, within the
 /// 8 MiB that RFC 8878 asks HTTP decoders to accept.
 #[cfg(feature = "zstd")]
 pub const ZSTD_LEVEL: i32 = 5;

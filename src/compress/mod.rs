@@ -212,7 +212,7 @@ mod tests {
     fn zstd_round_trips_whole_and_streamed() {
         let data: Vec<u8> = (0..100_000u32).flat_map(|i| format!("line {i}\n").into_bytes()).collect();
         let whole = compress_now(Coding::Zstd, &data).unwrap();
-        assert_eq!(zstd::zstd_safe::get_frame_content_size(&whole), Ok(Some(data.len() as u64)));
+        assert_eq!(zstd::zstd_safe::get_frame_content_size(&whole).ok(), Some(Some(data.len() as u64)));
         assert_eq!(zstd::stream::decode_all(&whole[..]).unwrap(), data);
         assert!(whole.len() < data.len() / 4);
         let mut e = Encoder::new(Coding::Zstd).unwrap();
