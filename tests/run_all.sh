@@ -25,6 +25,13 @@ cargo test --features brotli,mime-db,zstd --test compression_zstd 2>&1 | tail -n
 cargo build --features brotli,mime-db,zstd --lib 2>&1 | tail -n 2
 EMBER_LIBRARY="$PWD/target/debug/libember.so" EMBER_TEST_ZSTD=1 PYTHONPATH="$PWD/bindings/python" \
   python3 -m pytest tests/python/test_compression_zstd.py -q -p no:cacheprovider 2>&1 | tail -n 3
+# The C reference app (EMBER_COMPRESS_ZSTD from the header) on that library: the conformance
+# files for compression and static files, with zstd among the codings it must negotiate.
+cc -std=c99 -Wall -Wextra -Werror -O1 -pthread -Iinclude -o target/debug/ember_ref_zstd \
+  samples/c/ember_ref.c samples/c/ref_slow.c samples/c/ref_fleet.c samples/c/ref_stream.c samples/c/ref_ws.c \
+  samples/c/ref_front.c samples/c/sha256.c -Ltarget/debug -Wl,-rpath,"$PWD/target/debug" -lember
+EMBER_COMPRESSION=gzip,br,zstd EMBER_CONFORMANCE_FILES="test_compression.py test_static_files.py" \
+  tests/run_conformance.sh target/debug/ember_ref_zstd -q 2>&1 | tail -n 3
 
 step "release build"
 cargo build --release

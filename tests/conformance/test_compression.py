@@ -1,11 +1,11 @@
-"""Compression of the host's answers by the engine: gzip and brotli chosen by
-Accept-Encoding (q-values), Vary, the minimum size, per-path off (`/echo`), identity for
+"""Compression of the host's answers by the engine: gzip, brotli and zstd chosen by
+Accept-Encoding (q-values; a build without a coding never sends it), Vary, the minimum size, per-path off (`/echo`), identity for
 clients that did not ask."""
 import json
 
 import pytest
 
-from engine_features import CODINGS, expected_coding, get, gunzip, unbrotli
+from engine_features import CODINGS, expected_coding, get, gunzip, unbrotli, unzstd
 
 PAD = ("X-Pad", "p" * 1500)  # makes /inspect's JSON larger than the 1024-byte minimum
 
@@ -20,6 +20,7 @@ def _inspect(app, accept):
 @pytest.mark.parametrize("accept", [
     "gzip", "br", "gzip, deflate, br", "gzip;q=1.0, br;q=0.5", "br;q=0, gzip;q=0.2", "*", "*;q=0.3, br;q=0",
     "identity", "gzip;q=0, br;q=0", "deflate", None,
+    "zstd", "gzip, deflate, br, zstd", "zstd;q=0.5, gzip", "zstd;q=0", "zstd;q=0, gzip;q=0.1", "br;q=0.5, zstd;q=0.6",
 ])
 def test_the_coding_follows_accept_encoding(app, accept):
     coding = expected_coding(accept)
@@ -27,7 +28,7 @@ def test_the_coding_follows_accept_encoding(app, accept):
     assert r.header("content-encoding") == coding, (accept, r)
     if CODINGS:
         assert "Accept-Encoding" in (r.header("vary") or "")
-    body = {"gzip": gunzip, "br": unbrotli, None: lambda b: b}[coding](r.body)
+    body = {"gzip": gunzip, "br": unbrotli, "zstd": unzstd, None: lambda b: b}[coding](r.body)
     doc = json.loads(body)
     assert doc["path"] == "/inspect" and doc["headers"]["x-pad"] == PAD[1]
     if coding:
