@@ -88,7 +88,8 @@ impl Accepted {
     }
 
     /// The acceptable codings among `offered`, best first (the order `best` would pick
-    /// them in as each is taken away).
+    /// them in as each is taken away): the precompressed siblings of static files.
+    #[cfg_attr(not(feature = "static"), allow(dead_code))]
     pub fn ranked(self, offered: u32) -> impl Iterator<Item = Coding> {
         let mut left = offered;
         std::iter::from_fn(move || {

@@ -7,8 +7,11 @@ mod accept;
 mod encoder;
 
 pub use accept::negotiate;
+// Static files are their only users outside this module.
+#[cfg_attr(not(feature = "static"), allow(unused_imports))]
 pub(crate) use accept::Accepted;
 pub use encoder::compress_now;
+#[cfg_attr(not(feature = "static"), allow(unused_imports))]
 pub(crate) use encoder::Encoder;
 #[cfg(feature = "zstd")]
 pub use encoder::ZSTD_LEVEL;
