@@ -68,3 +68,27 @@ def test_http_clients_decode_what_they_get(app):
     r = requests.get(app.url + "/inspect", headers={"X-Pad": PAD[1], "Accept-Encoding": "gzip"}, timeout=10)
     assert r.headers["Content-Encoding"] == "gzip"
     assert r.json()["headers"]["x-pad"] == PAD[1]
+
+
+def test_curl_decodes_what_it_gets(app):
+    """curl --compressed offers every coding its build decodes (Debian's: gzip, br, zstd) at
+    weight 1: the engine's tie order picks among those the library has."""
+    import shutil
+    import subprocess
+    curl = shutil.which("curl")
+    if curl is None:
+        pytest.skip("no curl")
+    version = subprocess.run([curl, "-V"], capture_output=True, text=True).stdout
+    features = set(version.lower().split("features:")[-1].split())
+    offered = ", ".join(["deflate", "gzip"] + (["br"] if "brotli" in features else [])
+                        + (["zstd"] if "zstd" in features else []))
+    out = subprocess.run([curl, "-s", "--compressed", "-D", "-", "-H", "%s: %s" % PAD, app.url + "/inspect"],
+                         capture_output=True, timeout=20)
+    head, _, body = out.stdout.partition(b"\r\n\r\n")
+    encoding = None
+    for line in head.decode("latin-1").split("\r\n")[1:]:
+        name, _, value = line.partition(":")
+        if name.strip().lower() == "content-encoding":
+            encoding = value.strip()
+    assert encoding == expected_coding(offered), (offered, head)
+    assert json.loads(body)["headers"]["x-pad"] == PAD[1]
