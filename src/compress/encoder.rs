@@ -16,7 +16,7 @@ const BR_QUALITY: u32 = 5;
 const BR_WINDOW: u32 = 22;
 /// zstd's level 5: on 100 KB JSON and HTML answers it comes out the size of gzip 6's
 /// (0 to 1.2 % larger on four bodies of five, 5 % on the fifth) for 27 to 40 % of gzip 6's
-/// CPU, and decodes in half gzip's time; levels 1 to 4 cost less again but are 3 to 28 %
+/// CPU, and decodes up to twice as fast as gzip; levels 1 to 4 cost less again but are 3 to 28 %
 /// larger than gzip, 6 and up cost more for a few percent (README, compression;
 /// `bench/results/compression.md`). Its window for a stream of unknown length is 2 MiB, within the
 /// 8 MiB that RFC 8878 asks HTTP decoders to accept.
