@@ -7,7 +7,7 @@
 //! CPU is the thread's own (CLOCK_THREAD_CPUTIME_ID): steadier than wall time on a shared
 //! machine. Decoding is timed too: what the client pays.
 
-use ember::compress::{compress_now, Coding, ZSTD_LEVEL};
+use ember::compress::{compress_now, zstd_level, Coding};
 use std::io::Read;
 
 /// A deterministic word source (xorshift), so every run compresses the same body.
@@ -119,7 +119,8 @@ fn main() {
     }
     for (name, body) in bodies {
         let label = format!("{name} {} B", body.len());
-        let engine_zstd = format!("zstd {ZSTD_LEVEL} (the engine's)");
+        let level_used = zstd_level();
+        let engine_zstd = format!("zstd {level_used} (the engine's)");
         for (coding, what) in [(Coding::Gzip, "gzip 6"), (Coding::Brotli, "br 5"), (Coding::Zstd, engine_zstd.as_str())] {
             let packed = compress_now(coding, &body).expect("compresses");
             assert_eq!(decode(coding, &packed), body);
@@ -127,7 +128,7 @@ fn main() {
             let d = ms_per_mb(&packed, |p| decode(coding, p).len()) * packed.len() as f64 / body.len() as f64;
             println!("| {label} | {what} | {:.2} | {c:.2} | {d:.2} |", body.len() as f64 / packed.len() as f64);
         }
-        for level in [1, 3, 4, 6, 9].into_iter().filter(|&l| l != ZSTD_LEVEL) {
+        for level in [1, 3, 4, 6, 9].into_iter().filter(|&l| l != level_used) {
             let packed = zstd::bulk::compress(&body, level).unwrap();
             let c = ms_per_mb(&body, |b| zstd::bulk::compress(b, level).unwrap().len());
             println!("| {label} | zstd {level} | {:.2} | {c:.2} | |", body.len() as f64 / packed.len() as f64);

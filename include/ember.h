@@ -30,16 +30,6 @@
 #define EMBER_VERSION_STRING "0.1.0"
 
 /**
- * zstd's level 5: on 100 KB JSON and HTML answers it comes out the size of gzip 6's
- * (0 to 1.2 % larger on four bodies of five, 5 % on the fifth) for 27 to 40 % of gzip 6's
- * CPU, and decodes in half gzip's time; levels 1 to 4 cost less again but are 3 to 28 %
- * larger than gzip, 6 and up cost more for a few percent (README, compression;
- * `bench/results/compression.md`). Its window for a stream of unknown length is 2 MiB, within the
- * 8 MiB that RFC 8878 asks HTTP decoders to accept.
- */
-#define ZSTD_LEVEL 5
-
-/**
  * The ABI version; bumped when functions are added (nothing is ever removed).
  * 2: `ember_request_info` and `ember_stats` start with their size, `ember_request_get_info`
  * and `ember_server_stats` take the caller's struct size, `ember_server_listen_flags`,

@@ -21,7 +21,7 @@ const BR_WINDOW: u32 = 22;
 /// `bench/results/compression.md`). Its window for a stream of unknown length is 2 MiB, within the
 /// 8 MiB that RFC 8878 asks HTTP decoders to accept.
 #[cfg(feature = "zstd")]
-pub const ZSTD_LEVEL: i32 = 5;
+pub(crate) const ZSTD_LEVEL: i32 = 5;
 
 /// A streaming encoder: feed chunks, take what came out, finish.
 pub(crate) enum Encoder {

@@ -13,8 +13,13 @@ pub(crate) use accept::Accepted;
 pub use encoder::compress_now;
 #[cfg_attr(not(feature = "static"), allow(unused_imports))]
 pub(crate) use encoder::Encoder;
+
+/// The zstd level of compression on the fly (`benches/compress.rs` labels its rows with it).
+/// A function, not a `pub const`: cbindgen would put a public constant in include/ember.h.
 #[cfg(feature = "zstd")]
-pub use encoder::ZSTD_LEVEL;
+pub fn zstd_level() -> i32 {
+    encoder::ZSTD_LEVEL
+}
 
 use bytes::Bytes;
 use http::header::{HeaderMap, HeaderValue, CACHE_CONTROL, CONTENT_ENCODING, CONTENT_TYPE, VARY};
