@@ -266,7 +266,7 @@
 #define EMBER_STATIC_INDEX 1
 
 /**
- * `ember_server_static` flag: `name.br` / `name.gz` beside a file of a compressible type
+ * `ember_server_static` flag: `name.zst` / `name.br` / `name.gz` beside a file of a compressible type
  * are sent instead of it to clients that accept that encoding.
  */
 #define EMBER_STATIC_PRECOMPRESSED 2
@@ -296,6 +296,11 @@
  * `ember_server_set_compression`: brotli (`br`).
  */
 #define EMBER_COMPRESS_BR 2
+
+/**
+ * `ember_server_set_compression`: Zstandard (`zstd`).
+ */
+#define EMBER_COMPRESS_ZSTD 4
 
 /**
  * `ember_request_info.flags`: the body is read with `ember_request_read`.
@@ -1245,9 +1250,10 @@ ember_result ember_server_static(struct ember_server *server,
 
 /**
  * Compresses answers (the host's and static files) with the encodings in `codings`
- * (`EMBER_COMPRESS_GZIP | EMBER_COMPRESS_BR`; 0 = off, the default; codings this build
- * lacks, see `ember_compression_codings`, are left out) for clients whose
- * `Accept-Encoding` takes one (q-values honoured; brotli wins a tie). Only bodies of
+ * (`EMBER_COMPRESS_GZIP | EMBER_COMPRESS_BR | EMBER_COMPRESS_ZSTD`; 0 = off, the
+ * default; codings this build lacks, see `ember_compression_codings`, are left out) for
+ * clients whose `Accept-Encoding` takes one (q-values honoured; a tie goes to zstd, then
+ * brotli, then gzip). Only bodies of
  * `min_bytes` or more (default 1024), of text-like types (all text types, JSON, JavaScript, XML,
  * SVG, wasm …), not encoded already and without `Cache-Control: no-transform`;
  * compressible answers carry `Vary: Accept-Encoding`. Bodies over 16 KiB are compressed
@@ -1261,8 +1267,9 @@ ember_result ember_server_set_compression(struct ember_server *server,
 
 /**
  * The codings this build of the library compresses with on the fly: `EMBER_COMPRESS_GZIP`
- * in the default build, plus `EMBER_COMPRESS_BR` with the cargo feature `brotli`; none in
- * the minimal one. Every build serves precompressed `.br` / `.gz` siblings of static files.
+ * in the default build, plus `EMBER_COMPRESS_BR` with the cargo feature `brotli` and
+ * `EMBER_COMPRESS_ZSTD` with `zstd`; none in the minimal one. Every build with static files
+ * serves precompressed `.zst` / `.br` / `.gz` siblings.
  */
 uint32_t ember_compression_codings(void);
 

@@ -388,10 +388,11 @@ impl Server {
         })
     }
 
-    /// Compresses answers with `codings` (1 gzip | 2 brotli; 0 = off) from `min_bytes`
-    /// on. Codings the build lacks (cargo features `gzip`, `brotli`) are left out.
+    /// Compresses answers with `codings` (1 gzip | 2 brotli | 4 zstd; 0 = off) from
+    /// `min_bytes` on. Codings the build lacks (cargo features `gzip`, `brotli`, `zstd`)
+    /// are left out.
     pub fn set_compression(&self, codings: u32, min_bytes: usize) -> Result<()> {
-        if codings & !(compress::GZIP | compress::BR) != 0 {
+        if codings & !compress::ALL != 0 {
             return Err(Error::new(ErrorKind::InvalidArg, format!("compression codings {codings:#x} include unknown bits")));
         }
         before_start(self, |c| {

@@ -236,7 +236,7 @@ static partial class EmberRef
         server.MapStatic("/static", www, new EmberStaticOptions { CacheControl = "public, max-age=60" });
         // The same folder as a single-page app: paths that name no file get index.html.
         server.MapStatic("/app", www, new EmberStaticOptions { Precompressed = false, SpaFallback = true, CacheControl = "no-cache" });
-        server.UseCompression(gzip: true, brotli: true, minBytes: 1024);
+        server.UseCompression(gzip: true, brotli: true, minBytes: 1024, zstd: true);
         server.CompressionForPath("/echo", false);
         server.UseOutputCache(64L << 20);
         server.UseCors("/api", new EmberCorsPolicy

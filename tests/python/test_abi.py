@@ -36,6 +36,12 @@ def test_constants_match_the_header():
         if hasattr(_lib, name):
             assert getattr(_lib, name) == value, name
     assert _lib.lib.ember_abi_version() == defines["ABI_VERSION"]
+    # The front's flags and codings (ember/_front.py), each coding of the header included.
+    from ember import _front
+    codings = [n for n in defines if n.startswith("COMPRESS_")]
+    assert {"COMPRESS_GZIP", "COMPRESS_BR", "COMPRESS_ZSTD"} <= set(codings)
+    for name in codings + [n for n in defines if n.startswith("STATIC_") and n != "STATIC_DEFAULT"]:
+        assert getattr(_front, name) == defines[name], name
 
 
 def test_request_info_layout_matches_the_c_struct():
