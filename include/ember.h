@@ -38,9 +38,11 @@
  * `ember_request_info.scheme` and `.peer_addr`. 4: static files, compression, the output
  * cache, CORS, filters, TLS, the access log, metrics, `ember_server_stop_accepting`.
  * 5: prepared answers (`ember_answer_new`, `ember_answer_free`,
- * `ember_request_respond_answer`) and `ember_request_respond_small`.
+ * `ember_request_respond_answer`) and `ember_request_respond_small`. 6: `EMBER_COMPRESS_ZSTD`
+ * (a library before it refuses the bit), the request info's text views NUL-terminated and
+ * back to back.
  */
-#define EMBER_ABI_VERSION 5
+#define EMBER_ABI_VERSION 6
 
 /**
  * Handlers run on the I/O worker thread: fastest; a handler must not block.

@@ -114,7 +114,7 @@ namespace Ember.Interop
 
         /// <summary>The ABI these declarations mirror (include/ember.h's EMBER_ABI_VERSION);
         /// NativeLoader refuses an engine of another version.</summary>
-        internal const uint EMBER_ABI_VERSION = 5;
+        internal const uint EMBER_ABI_VERSION = 6;
 
         internal const int EMBER_OK = 0;
         internal const int EMBER_DISPATCH_INLINE = 0;

@@ -120,7 +120,7 @@ def candidates() -> list[Path]:
 
 # The ABI these declarations mirror (include/ember.h's EMBER_ABI_VERSION). An engine of another
 # version is refused: its structs or functions may not be what this module declares.
-ABI_VERSION = 5
+ABI_VERSION = 6
 
 
 def _process_arch() -> str:
