@@ -221,7 +221,9 @@ pub(crate) fn leave_now(ctx: Option<Ctx>, mut answer: Answer) -> std::result::Re
     if answer.status == 101 {
         return Ok(answer);
     }
-    if answer.headers.contains_key(MARKER) {
+    // `marked` is false only when the answer's header block was read and had no marker:
+    // the usual answer skips the look-up (a custom name hashed each time).
+    if answer.marked && answer.headers.contains_key(MARKER) {
         if let (Some(cache), Some((uri, req))) = (&ctx.front.cache, &ctx.store) {
             cache.store(Cache::key_of(uri), req.as_ref(), &answer);
         }
