@@ -324,6 +324,11 @@ impl RequestData {
         data
     }
 
+    /// The handle, once the registry has given one (`registry::begin_here`).
+    pub(crate) fn set_id(&mut self, id: u64) {
+        self.info.id = id;
+    }
+
     fn header_views(&self) -> &[HeaderView] {
         self.block.views(0, self.header_count)
     }
