@@ -12,7 +12,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use tokio::sync::oneshot;
 
+mod errors;
 mod here;
+use errors::{invalid, not_pending};
 pub(crate) use here::Here;
 
 const SHARDS: usize = 16;
@@ -108,10 +110,6 @@ fn found(id: u64) -> Option<Live> {
         Some(slot) if slot.generation == generation => Some(Live { shard, index }),
         _ => None,
     }
-}
-
-fn invalid(id: u64) -> Error {
-    Error::new(ErrorKind::InvalidHandle, format!("request handle {id:#x} is not one this library issued or is too old"))
 }
 
 /// Reserves a slot for one of `server`'s requests; the answer arrives on the receiver.
@@ -213,22 +211,6 @@ pub(crate) fn deliver(id: u64) -> Option<Arc<RequestData>> {
 
 fn with_slot<T>(id: u64, f: impl FnOnce(&mut Slot) -> Result<T>) -> Result<T> {
     f(live_slot(id)?.slot())
-}
-
-fn not_pending(id: u64, state: &State) -> Error {
-    match state {
-        State::Answered => Error::new(ErrorKind::AlreadyAnswered, format!("request {id:#x} was already answered")),
-        State::Streaming { .. } => Error::new(ErrorKind::AlreadyAnswered, format!("request {id:#x} is already answering with a stream")),
-        State::TimedOut(_) => Error::new(ErrorKind::TimedOut, format!("request {id:#x} was already answered by the handler timeout")),
-        State::Refused(ErrorKind::TooLarge, _) => {
-            Error::new(ErrorKind::TooLarge, format!("request {id:#x}: the body passed the limit; the engine answered 413"))
-        }
-        State::Refused(ErrorKind::ClientGone, _) => {
-            Error::new(ErrorKind::ClientGone, format!("request {id:#x}: the body broke off (bad framing or a reset); the engine answered 400"))
-        }
-        State::Refused(kind, _) => Error::new(*kind, format!("request {id:#x}: the body arrived too slowly; the engine answered 408")),
-        _ => Error::new(ErrorKind::ClientGone, format!("request {id:#x}: the client disconnected or the server stopped")),
-    }
 }
 
 /// The request's data while the host may still use it (waiting for its answer, or
