@@ -94,7 +94,7 @@ fn answer_now(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incoming
     if !req.body().is_end_stream() {
         return Err(general(run, conn, req));
     }
-    let (mut parts, body) = req.into_parts();
+    let (parts, body) = req.into_parts();
     let (handler, pool, route, params) = match route(run, &parts, head) {
         Err(a) => return Ok((a, None)),
         Ok((endpoint @ Endpoint::Http { handler, stream_body: false, pool }, route, params)) => {
@@ -112,7 +112,12 @@ fn answer_now(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incoming
     let mut data = request_data(run, conn, &parts, 0, route, &params, Bytes::new(), declared, 0, None);
     let id = registry::begin_here(run.server_id, inline.then_some(&mut data));
     let mut pending = Pending(id);
-    crate::response::lend_map(std::mem::take(&mut parts.headers));
+    // The request's map goes to the answer; the rest of the request is done with. Taken
+    // apart rather than dropped whole: the empty map `take` would leave in its place owns
+    // no memory, and dropping it walked its empty parts.
+    let http::request::Parts { method, uri, headers, extensions, .. } = parts;
+    crate::response::lend_map(headers);
+    drop((method, uri, extensions));
     run.counters.active_requests.fetch_add(1, Relaxed);
     let active = ActiveNow(run);
     let here = registry::Here::enter(id);
