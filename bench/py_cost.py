@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Instructions per request (callgrind) of the Python binding: the reference app
 (samples/python/ember_ref.py: GET /, its prebuilt Response; GET /users/42, a fresh JSON
-Response per request) and the ASGI server (samples/python/asgi_hello.py, GET /). Counts, not times: they hold on a busy machine, so
+Response per request) and the ASGI server (samples/python/asgi_hello.py, GET /; and
+bench/targets/py_hello.py's asgi_app, the one `bench/run` times against uvicorn and granian). Counts, not times: they hold on a busy machine, so
 they are what before/after comparisons of the binding's per-request cost use
 (bench/results/py-cost.md).
 
@@ -44,9 +45,9 @@ def ref(dispatch):
     return cmd
 
 
-def asgi(dispatch):
+def asgi(dispatch, spec="asgi_hello:app", app_dir=ROOT / "samples" / "python"):
     def cmd(port):
-        return [PY, "-m", "ember", "asgi_hello:app", "--app-dir", str(ROOT / "samples" / "python"),
+        return [PY, "-m", "ember", spec, "--app-dir", str(app_dir),
                 "--port", str(port), "--dispatch", dispatch, "--io-threads", "1",
                 "--log-level", "warning"], {}
     return cmd
@@ -58,6 +59,9 @@ CASES = {
     "py-ref-pool": (ref("pool"), "/"),
     "py-ref-users-inline": (ref("inline"), "/users/42"),
     "asgi-inline": (asgi("inline"), "/"),
+    # The app the timed bench runs (bench/targets/py_hello.py: two prebuilt messages,
+    # Content-Type and Content-Length, no receive()).
+    "asgi-bench-inline": (asgi("inline", "py_hello:asgi_app", ROOT / "bench" / "targets"), "/"),
 }
 
 

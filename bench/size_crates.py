@@ -16,6 +16,9 @@ import sys
 CRATE = re.compile(r"^<?(?:impl )?<?&?(?:mut )?(?:dyn )?([A-Za-z_][A-Za-z0-9_]*)::")
 RING_C = ("GFp_", "ring_core", "p256", "x25519", "aes_", "gcm_", "bn_", "ecp_", "fiat_",
           "poly1305", "ChaCha20", "LIMBS", "CRYPTO", "chacha20_poly1305_")
+# libzstd's C functions (compiled by zstd-sys): its prefixes, static ones included.
+ZSTD_C = ("ZSTD", "HUF_", "FSE_", "HIST_", "POOL_", "ZDICT", "ERR_", "COVER", "FASTCOVER", "BIT_", "XXH",
+          "divsufsort", "divbwt")
 FEATURES = {
     "tls": [r"^<?(?:impl )?<?&?(?:mut )?(ring|rustls|rustls_pki_types|webpki|tokio_rustls|untrusted)::",
             r"^(" + "|".join(RING_C) + ")", r"ember::tls::"],
@@ -26,6 +29,7 @@ FEATURES = {
     # std's backtrace printer has a miniz_oxide of its own (about 10 KB, in every build).
     "gzip": [r"^<?(?:impl )?<?&?(?:mut )?(flate2|miniz_oxide|crc32fast|adler2)::", r"ember::compress::"],
     "brotli": [r"^<?(?:impl )?<?&?(?:mut )?(brotli|brotli_decompressor|alloc_no_stdlib|alloc_stdlib)::"],
+    "zstd": [r"^<?(?:impl )?<?&?(?:mut )?(zstd|zstd_safe|zstd_sys)::", r"^(" + "|".join(ZSTD_C) + ")"],
 }
 
 
@@ -49,6 +53,8 @@ def main():
             crate = m.group(1)
         elif name.startswith(RING_C):
             crate = "ring (C, assembly)"
+        elif name.startswith(ZSTD_C):
+            crate = "zstd (C)"
         elif name.startswith("ember_"):
             crate = "ember (the C functions)"
         else:

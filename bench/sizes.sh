@@ -71,7 +71,7 @@ fi
 feature_rows=()
 if [[ $check -eq 0 ]]; then
     base=""
-    for f in none http2 tls ws static gzip brotli mime-db; do
+    for f in none http2 tls ws static gzip brotli zstd mime-db; do
         args=(--no-default-features)
         [[ $f != none ]] && args+=(--features "$f")
         cargo build -j2 --release "${args[@]}" --lib --target-dir target/features

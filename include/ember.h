@@ -38,9 +38,11 @@
  * `ember_request_info.scheme` and `.peer_addr`. 4: static files, compression, the output
  * cache, CORS, filters, TLS, the access log, metrics, `ember_server_stop_accepting`.
  * 5: prepared answers (`ember_answer_new`, `ember_answer_free`,
- * `ember_request_respond_answer`) and `ember_request_respond_small`.
+ * `ember_request_respond_answer`) and `ember_request_respond_small`. 6: `EMBER_COMPRESS_ZSTD`
+ * (a library before it refuses the bit), the request info's text views NUL-terminated and
+ * back to back.
  */
-#define EMBER_ABI_VERSION 5
+#define EMBER_ABI_VERSION 6
 
 /**
  * Handlers run on the I/O worker thread: fastest; a handler must not block.
@@ -266,7 +268,7 @@
 #define EMBER_STATIC_INDEX 1
 
 /**
- * `ember_server_static` flag: `name.br` / `name.gz` beside a file of a compressible type
+ * `ember_server_static` flag: `name.zst` / `name.br` / `name.gz` beside a file of a compressible type
  * are sent instead of it to clients that accept that encoding.
  */
 #define EMBER_STATIC_PRECOMPRESSED 2
@@ -296,6 +298,11 @@
  * `ember_server_set_compression`: brotli (`br`).
  */
 #define EMBER_COMPRESS_BR 2
+
+/**
+ * `ember_server_set_compression`: Zstandard (`zstd`).
+ */
+#define EMBER_COMPRESS_ZSTD 4
 
 /**
  * `ember_request_info.flags`: the body is read with `ember_request_read`.
@@ -386,7 +393,8 @@ typedef uint64_t ember_answer;
 typedef uint64_t ember_request;
 
 /**
- * A borrowed view: pointer + length, not NUL-terminated. `ptr` may be NULL when `len` is 0.
+ * A borrowed view: pointer + length, not NUL-terminated in general (the request info
+ * says which are). `ptr` may be NULL when `len` is 0.
  */
 typedef struct ember_str {
   const char *ptr;
@@ -415,6 +423,13 @@ typedef struct ember_header {
  * again. They also stay valid when the handler timeout or a departing client ended
  * the request meanwhile: always answer, since that is also what releases an expired
  * request's memory before stop.
+ *
+ * Every view but `body` is followed by a NUL byte (not counted in its `len`), and
+ * those views lie back to back in one block, in this order: `method`, `path`, `query`,
+ * `remote_addr`, `route`, each header's name and value, each parameter's name and
+ * value, `scheme`, `peer_addr`. So the text from `method.ptr` to the NUL after
+ * `peer_addr` can be copied once and split at its NULs (header names and values never
+ * contain one; a percent-decoded parameter value may), as the Python binding does.
  *
  * Fields are only ever appended: `size` tells which exist in the library that filled
  * the struct.
@@ -1237,9 +1252,10 @@ ember_result ember_server_static(struct ember_server *server,
 
 /**
  * Compresses answers (the host's and static files) with the encodings in `codings`
- * (`EMBER_COMPRESS_GZIP | EMBER_COMPRESS_BR`; 0 = off, the default; codings this build
- * lacks, see `ember_compression_codings`, are left out) for clients whose
- * `Accept-Encoding` takes one (q-values honoured; brotli wins a tie). Only bodies of
+ * (`EMBER_COMPRESS_GZIP | EMBER_COMPRESS_BR | EMBER_COMPRESS_ZSTD`; 0 = off, the
+ * default; codings this build lacks, see `ember_compression_codings`, are left out) for
+ * clients whose `Accept-Encoding` takes one (q-values honoured; a tie goes to zstd, then
+ * brotli, then gzip). Only bodies of
  * `min_bytes` or more (default 1024), of text-like types (all text types, JSON, JavaScript, XML,
  * SVG, wasm …), not encoded already and without `Cache-Control: no-transform`;
  * compressible answers carry `Vary: Accept-Encoding`. Bodies over 16 KiB are compressed
@@ -1253,8 +1269,9 @@ ember_result ember_server_set_compression(struct ember_server *server,
 
 /**
  * The codings this build of the library compresses with on the fly: `EMBER_COMPRESS_GZIP`
- * in the default build, plus `EMBER_COMPRESS_BR` with the cargo feature `brotli`; none in
- * the minimal one. Every build serves precompressed `.br` / `.gz` siblings of static files.
+ * in the default build, plus `EMBER_COMPRESS_BR` with the cargo feature `brotli` and
+ * `EMBER_COMPRESS_ZSTD` with `zstd`; none in the minimal one. Every build with static files
+ * serves precompressed `.zst` / `.br` / `.gz` siblings.
  */
 uint32_t ember_compression_codings(void);
 

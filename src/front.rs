@@ -206,13 +206,20 @@ pub(crate) fn strip_marker(answer: &mut Answer) {
 
 /// Finishes the host's answer. Without a context only the cache marker is taken off, so
 /// that it never reaches a client.
-pub(crate) async fn leave(ctx: Option<Ctx>, mut answer: Answer) -> Answer {
+/// What `leave` finishes later: compression on the blocking pool.
+pub(crate) type Rest = std::pin::Pin<Box<dyn std::future::Future<Output = Answer> + Send>>;
+
+/// The front's part of an answer, done now unless it has to wait (a large body compressed
+/// on the blocking pool): then what is left comes back to be awaited. The usual answer
+/// needs no waiting, so an inline handler's request behind a front is finished in hyper's
+/// call like one without it.
+pub(crate) fn leave_now(ctx: Option<Ctx>, mut answer: Answer) -> std::result::Result<Answer, Rest> {
     let Some(ctx) = ctx else {
         strip_marker(&mut answer);
-        return answer;
+        return Ok(answer);
     };
     if answer.status == 101 {
-        return answer;
+        return Ok(answer);
     }
     if answer.headers.contains_key(MARKER) {
         if let (Some(cache), Some((uri, req))) = (&ctx.front.cache, &ctx.store) {
@@ -225,13 +232,24 @@ pub(crate) async fn leave(ctx: Option<Ctx>, mut answer: Answer) -> Answer {
         Pack::Plain => {}
         Pack::Packed(coding, packed) | Pack::Kept(coding, packed) => packed_into(&mut answer, coding, packed),
         Pack::Later(coding) => {
-            if let Some(packed) = compress::compress(coding, answer.body.clone()).await {
-                packed_into(&mut answer, coding, packed);
-            }
+            return Err(Box::pin(async move {
+                if let Some(packed) = compress::compress(coding, answer.body.clone()).await {
+                    packed_into(&mut answer, coding, packed);
+                }
+                ctx.decorate(&mut answer.headers);
+                answer
+            }))
         }
     }
     look.decorate(&mut answer.headers);
-    answer
+    Ok(answer)
+}
+
+pub(crate) async fn leave(ctx: Option<Ctx>, answer: Answer) -> Answer {
+    match leave_now(ctx, answer) {
+        Ok(a) => a,
+        Err(rest) => rest.await,
+    }
 }
 
 impl Ctx {
@@ -370,10 +388,11 @@ impl Server {
         })
     }
 
-    /// Compresses answers with `codings` (1 gzip | 2 brotli; 0 = off) from `min_bytes`
-    /// on. Codings the build lacks (cargo features `gzip`, `brotli`) are left out.
+    /// Compresses answers with `codings` (1 gzip | 2 brotli | 4 zstd; 0 = off) from
+    /// `min_bytes` on. Codings the build lacks (cargo features `gzip`, `brotli`, `zstd`)
+    /// are left out.
     pub fn set_compression(&self, codings: u32, min_bytes: usize) -> Result<()> {
-        if codings & !(compress::GZIP | compress::BR) != 0 {
+        if codings & !compress::ALL != 0 {
             return Err(Error::new(ErrorKind::InvalidArg, format!("compression codings {codings:#x} include unknown bits")));
         }
         before_start(self, |c| {

@@ -7,7 +7,8 @@ use std::mem::MaybeUninit;
 use std::os::raw::c_char;
 use std::sync::Arc;
 
-/// A borrowed view: pointer + length, not NUL-terminated. `ptr` may be NULL when `len` is 0.
+/// A borrowed view: pointer + length, not NUL-terminated in general (the request info
+/// says which are). `ptr` may be NULL when `len` is 0.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct StrView {
@@ -42,6 +43,13 @@ pub struct HeaderView {
 /// again. They also stay valid when the handler timeout or a departing client ended
 /// the request meanwhile: always answer, since that is also what releases an expired
 /// request's memory before stop.
+///
+/// Every view but `body` is followed by a NUL byte (not counted in its `len`), and
+/// those views lie back to back in one block, in this order: `method`, `path`, `query`,
+/// `remote_addr`, `route`, each header's name and value, each parameter's name and
+/// value, `scheme`, `peer_addr`. So the text from `method.ptr` to the NUL after
+/// `peer_addr` can be copied once and split at its NULs (header names and values never
+/// contain one; a percent-decoded parameter value may), as the Python binding does.
 ///
 /// Fields are only ever appended: `size` tells which exist in the library that filled
 /// the struct.
@@ -173,15 +181,19 @@ struct Filler {
 }
 
 impl Filler {
+    /// Appends `s` and a NUL after it (not counted in the view): the text views are
+    /// then C strings too, and a binding can split the whole text at once (see
+    /// `RequestInfo`).
     #[inline]
     fn push(&mut self, s: &[u8]) -> StrView {
-        assert!(s.len() <= self.end - self.at, "the block was sized for all the text");
-        // SAFETY: `at..at + len` lies inside the block (checked above), which nothing
+        assert!(s.len() < self.end - self.at, "the block was sized for all the text");
+        // SAFETY: `at..=at + len` lies inside the block (checked above), which nothing
         // else refers to while it is filled.
         unsafe {
             let dst = self.base.add(self.at);
             std::ptr::copy_nonoverlapping(s.as_ptr(), dst, s.len());
-            self.at += s.len();
+            dst.add(s.len()).write(0);
+            self.at += s.len() + 1;
             StrView { ptr: dst.cast(), len: s.len() }
         }
     }
@@ -272,7 +284,9 @@ impl RequestData {
             + p.headers.iter().map(|(k, v)| k.as_str().len() + v.len()).sum::<usize>()
             + p.params.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>()
             + p.scheme.len()
-            + p.peer_addr.len();
+            + p.peer_addr.len()
+            + 7
+            + 2 * (header_count + param_count); // the NULs
         let views = (header_count + param_count) * std::mem::size_of::<HeaderView>();
         let words = &mut self.block.words;
         words.clear();
@@ -434,6 +448,31 @@ mod tests {
             scheme: "http",
             peer_addr: "127.0.0.1:1",
         }
+    }
+
+    /// The layout `RequestInfo` promises: the text views back to back in their order,
+    /// each followed by a NUL.
+    #[test]
+    fn text_views_are_nul_terminated_and_back_to_back() {
+        let mut headers = HeaderMap::new();
+        headers.append("x-a", "1".parse().unwrap());
+        headers.append("x-b", "".parse().unwrap());
+        let params = vec![("id".to_string(), "4\u{0}2".to_string())];
+        let data = RequestData::new(parts("/p", &headers, &params));
+        let i = data.info();
+        let start = i.method.ptr as usize;
+        let end = i.peer_addr.ptr as usize + i.peer_addr.len + 1;
+        // SAFETY: the promise under test: all of it lies in the request's block.
+        let text = unsafe { std::slice::from_raw_parts(i.method.ptr.cast::<u8>(), end - start) };
+        let want: &[u8] = b"GET\0/p\0q=1\0127.0.0.1:1\0/r/{id}\0x-a\01\0x-b\0\0id\04\02\0http\0127.0.0.1:1\0";
+        assert_eq!(text, want);
+        let views = [i.method, i.path, i.query, i.remote_addr, i.route];
+        let mut at = start;
+        for v in views {
+            assert_eq!(v.ptr as usize, at);
+            at += v.len + 1;
+        }
+        assert_eq!(i.scheme.ptr as usize + i.scheme.len + 1, i.peer_addr.ptr as usize);
     }
 
     #[test]

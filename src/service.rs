@@ -64,12 +64,23 @@ pub(crate) fn handle(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<I
             front::Entry::Later(a) => return later(Box::pin(async move { (a.await, None) }), false, begun, in_flight),
             front::Entry::Pass(ctx) => ctx,
         };
-        let (run, conn) = (run.clone(), conn.clone());
-        let answer = Box::pin(async move {
-            let (a, upgrade) = answer(&run, &conn, req, head).await;
-            (front::leave(ctx, a).await, upgrade)
-        });
-        return later(answer, false, begun, in_flight);
+        // Then as without a front: the usual request is answered in the call, and the
+        // front's part of the answer done there too unless it has to wait.
+        return match answer_now(run, conn, req, head) {
+            Ok((a, upgrade)) => match front::leave_now(ctx, a) {
+                Ok(a) => Handled::Done(Some(finish::finish(run, conn, a, upgrade, head_only, is_h2, false, begun, in_flight))),
+                Err(rest) => later(Box::pin(async move { (rest.await, upgrade) }), false, begun, in_flight),
+            },
+            Err(answer) => later(
+                Box::pin(async move {
+                    let (a, upgrade) = answer.await;
+                    (front::leave(ctx, a).await, upgrade)
+                }),
+                false,
+                begun,
+                in_flight,
+            ),
+        };
     }
     match answer_now(run, conn, req, head) {
         Ok((answer, upgrade)) => Handled::Done(Some(finish::finish(run, conn, answer, upgrade, head_only, is_h2, true, begun, in_flight))),

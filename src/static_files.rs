@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 /// `EMBER_STATIC_INDEX`: a request for a folder ("/docs/") gets its `index.html`.
 pub(crate) const INDEX: u32 = 1;
-/// `EMBER_STATIC_PRECOMPRESSED`: `name.br` / `name.gz` beside a file are sent instead of
+/// `EMBER_STATIC_PRECOMPRESSED`: `name.zst` / `name.br` / `name.gz` beside a file are sent instead of
 /// it to clients that accept that encoding.
 pub(crate) const PRECOMPRESSED: u32 = 2;
 /// `EMBER_STATIC_SPA`: a path under the mount that names no file gets the mount's

@@ -1,11 +1,11 @@
 //! Answering a request for a file under a static mount: the file (or its index.html, or
-//! the SPA fallback), a precompressed `.br` / `.gz` sibling or compression on the fly, a
+//! the SPA fallback), a precompressed `.zst` / `.br` / `.gz` sibling or compression on the fly, a
 //! single byte range, Cache-Control per mount; the header and precondition rules are
 //! `static_http`. Small files are read at once (and kept: `static_cache`); larger ones
 //! stream from disk (`file_body`). Everything is decided within the call; only a large body
 //! to compress whole waits for the blocking pool (`Served::Compress`).
 
-use crate::compress::{self, Accepted, Coding, Encoder, BR, GZIP};
+use crate::compress::{self, Accepted, Coding, Encoder};
 use crate::file_body::{read_new, FileBody};
 use crate::request::Answer;
 use crate::response::canned;
@@ -99,7 +99,7 @@ fn open_file(mount: &Mount, rel: &str) -> Result<Found, Refusal> {
     Ok(Found { file, meta, rel: rel.to_owned() })
 }
 
-/// The sibling `rel` + ".br"/".gz", if it is a regular file.
+/// The sibling `rel` + ".zst"/".br"/".gz", if it is a regular file.
 fn sibling(mount: &Mount, rel: &str, coding: Coding) -> Option<Found> {
     open_file(mount, &format!("{rel}{}", coding.suffix())).ok().filter(|f| f.meta.is_file())
 }
@@ -204,9 +204,8 @@ fn answer(
     if range.is_none() && asked.accept.is_some() {
         let accepted = Accepted::parse(asked.accept);
         if precompressed {
-            let first = accepted.best(GZIP | BR);
-            let second = first.and_then(|c| accepted.best((GZIP | BR) & !c.bit()));
-            for coding in [first, second].into_iter().flatten() {
+            // Siblings need no encoder: every build serves them, whatever it compresses with.
+            for coding in accepted.ranked(compress::ALL) {
                 if let Some(s) = sibling(mount, rel, coding) {
                     chosen = Some((coding, Some(s)));
                     break;

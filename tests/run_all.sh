@@ -17,8 +17,21 @@ tests/setup.sh
 step "rust: cargo test"
 cargo test --all-targets 2>&1 | tail -n 200
 
-step "rust: brotli on the fly and the full MIME table (opt-in cargo features)"
-cargo test --lib --features brotli,mime-db -- compress:: static_serve:: mime_types:: 2>&1 | tail -n 5
+step "rust: brotli and zstd on the fly and the full MIME table (opt-in cargo features)"
+cargo test --lib --features brotli,mime-db,zstd -- compress:: static_serve:: mime_types:: 2>&1 | tail -n 5
+cargo test --features brotli,mime-db,zstd --test compression_zstd 2>&1 | tail -n 5
+# The Python binding against that build's library (debug: built from the test build's
+# dependencies, no second optimised link); EMBER_TEST_ZSTD=1 makes a library without zstd fail.
+cargo build --features brotli,mime-db,zstd --lib 2>&1 | tail -n 2
+EMBER_LIBRARY="$PWD/target/debug/libember.so" EMBER_TEST_ZSTD=1 PYTHONPATH="$PWD/bindings/python" \
+  python3 -m pytest tests/python/test_compression_zstd.py -q -p no:cacheprovider 2>&1 | tail -n 3
+# The C reference app (EMBER_COMPRESS_ZSTD from the header) on that library: the conformance
+# files for compression and static files, with zstd among the codings it must negotiate.
+cc -std=c99 -Wall -Wextra -Werror -O1 -pthread -Iinclude -o target/debug/ember_ref_zstd \
+  samples/c/ember_ref.c samples/c/ref_slow.c samples/c/ref_fleet.c samples/c/ref_stream.c samples/c/ref_ws.c \
+  samples/c/ref_front.c samples/c/sha256.c -Ltarget/debug -Wl,-rpath,"$PWD/target/debug" -lember
+EMBER_COMPRESSION=gzip,br,zstd EMBER_CONFORMANCE_FILES="test_compression.py test_static_files.py" \
+  tests/run_conformance.sh target/debug/ember_ref_zstd -q 2>&1 | tail -n 3
 
 step "release build"
 cargo build --release

@@ -36,9 +36,10 @@ if [ -z "$app" ]; then
 fi
 
 # Clients of the streaming, WebSocket and TLS tests: websockets (>= 13 for its sync and asyncio
-# clients; wss for TLS), httpx with h2 for HTTP/2 (also over ALPN), and Debian's chromium for test_browser.py.
-if ! "$PYTHON" -c "import pytest, requests, httpx, h2, websockets, websockets.sync.client" >/dev/null 2>&1; then
-    "$PYTHON" -m pip install -q pytest requests 'httpx[http2]' 'websockets>=13' || exit 2
+# clients; wss for TLS), httpx with h2 for HTTP/2 (also over ALPN), zstandard (zstd answers), and Debian's
+# chromium for test_browser.py.
+if ! "$PYTHON" -c "import pytest, requests, httpx, h2, websockets, websockets.sync.client, zstandard" >/dev/null 2>&1; then
+    "$PYTHON" -m pip install -q pytest requests 'httpx[http2]' 'websockets>=13' zstandard || exit 2
 fi
 if ! command -v chromium >/dev/null 2>&1; then
     echo "$0: installing chromium (apt) for test_browser.py" >&2

@@ -14,8 +14,9 @@ PYTHON=${PYTHON:-python3}
 cargo build --release
 
 # The streaming, SSE and WebSocket tests use httpx (with HTTP/2) and websockets clients.
-if ! "$PYTHON" -c "import pytest, requests, httpx, h2, websockets" >/dev/null 2>&1; then
-    "$PYTHON" -m pip install -q pytest requests "httpx[http2]" websockets
+# zstandard decodes the zstd answers of test_compression_zstd.py.
+if ! "$PYTHON" -c "import pytest, requests, httpx, h2, websockets, zstandard" >/dev/null 2>&1; then
+    "$PYTHON" -m pip install -q pytest requests "httpx[http2]" websockets zstandard
 fi
 
 # The tests import the binding from the checkout; the package itself finds

@@ -18,5 +18,6 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq
   apt-get install -y -qq "${need[@]}" >/dev/null
 fi
-python3 -c 'import pytest, requests, httpx, h2, websockets.sync.client' 2>/dev/null ||
-  python3 -m pip install -q pytest requests 'httpx[http2]' 'websockets>=13'
+# zstandard: decodes the zstd answers of tests/python/test_compression_zstd.py.
+python3 -c 'import pytest, requests, httpx, h2, websockets.sync.client, zstandard' 2>/dev/null ||
+  python3 -m pip install -q pytest requests 'httpx[http2]' 'websockets>=13' zstandard

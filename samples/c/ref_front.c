@@ -158,7 +158,7 @@ ember_result ref_add_front(ember_server *server) {
         /* The same folder as a single-page app: paths that name no file get index.html. */
         FRONT(ember_server_static(server, "/app", www, EMBER_STATIC_INDEX | EMBER_STATIC_SPA, "no-cache"));
     }
-    FRONT(ember_server_set_compression(server, EMBER_COMPRESS_GZIP | EMBER_COMPRESS_BR, 1024));
+    FRONT(ember_server_set_compression(server, EMBER_COMPRESS_GZIP | EMBER_COMPRESS_BR | EMBER_COMPRESS_ZSTD, 1024));
     FRONT(ember_server_compression_path(server, "/echo", false));
     FRONT(ember_server_set_cache(server, 67108864));
     FRONT(ember_server_cors(server, "/api", "https://app.example", "GET, POST", "Content-Type, X-Api-Key",

@@ -158,7 +158,7 @@ def build_app() -> ember.Server:
     www = os.environ.get("EMBER_WWW") or "samples/www"
     app.static("/static", www, cache_control="public, max-age=60")
     app.static("/app", www, precompressed=False, spa=True, cache_control="no-cache")   # a single-page app
-    app.compression(gzip=True, br=True, min_bytes=1024)
+    app.compression(gzip=True, br=True, min_bytes=1024, zstd=True)
     app.compression_path("/echo", False)
     app.output_cache(64 << 20)
     app.cors("/api", "https://app.example", methods="GET, POST", headers="Content-Type, X-Api-Key",

@@ -10,8 +10,10 @@ use super::types::ember_result;
 /// `ember_request_info.scheme` and `.peer_addr`. 4: static files, compression, the output
 /// cache, CORS, filters, TLS, the access log, metrics, `ember_server_stop_accepting`.
 /// 5: prepared answers (`ember_answer_new`, `ember_answer_free`,
-/// `ember_request_respond_answer`) and `ember_request_respond_small`.
-pub const EMBER_ABI_VERSION: u32 = 5;
+/// `ember_request_respond_answer`) and `ember_request_respond_small`. 6: `EMBER_COMPRESS_ZSTD`
+/// (a library before it refuses the bit), the request info's text views NUL-terminated and
+/// back to back.
+pub const EMBER_ABI_VERSION: u32 = 6;
 
 /// Success.
 pub const EMBER_OK: ember_result = 0;

@@ -12,7 +12,7 @@ use std::os::raw::c_char;
 /// `ember_server_static` flag: a request for a folder ("/static/docs/") gets its
 /// `index.html`; one without the final '/' is redirected (301) to it.
 pub const EMBER_STATIC_INDEX: u32 = 1;
-/// `ember_server_static` flag: `name.br` / `name.gz` beside a file of a compressible type
+/// `ember_server_static` flag: `name.zst` / `name.br` / `name.gz` beside a file of a compressible type
 /// are sent instead of it to clients that accept that encoding.
 pub const EMBER_STATIC_PRECOMPRESSED: u32 = 2;
 /// `ember_server_static` flag: a path under the mount that names no file gets the
@@ -27,6 +27,8 @@ pub const EMBER_STATIC_DEFAULT: u32 = EMBER_STATIC_INDEX | EMBER_STATIC_PRECOMPR
 pub const EMBER_COMPRESS_GZIP: u32 = 1;
 /// `ember_server_set_compression`: brotli (`br`).
 pub const EMBER_COMPRESS_BR: u32 = 2;
+/// `ember_server_set_compression`: Zstandard (`zstd`).
+pub const EMBER_COMPRESS_ZSTD: u32 = 4;
 
 #[cfg(feature = "static")]
 const _: () = assert!(
@@ -35,7 +37,7 @@ const _: () = assert!(
         && EMBER_STATIC_SPA == crate::static_files::SPA
         && EMBER_STATIC_DOTFILES == crate::static_files::DOTFILES
 );
-const _: () = assert!(EMBER_COMPRESS_GZIP == compress::GZIP && EMBER_COMPRESS_BR == compress::BR);
+const _: () = assert!(EMBER_COMPRESS_GZIP == compress::GZIP && EMBER_COMPRESS_BR == compress::BR && EMBER_COMPRESS_ZSTD == compress::ZSTD);
 
 fn opt_str<'a>(p: *const c_char, what: &str) -> crate::error::Result<Option<&'a str>> {
     if p.is_null() { Ok(None) } else { c_str(p, what).map(Some) }
@@ -83,9 +85,10 @@ pub unsafe extern "C" fn ember_server_static(
 }
 
 /// Compresses answers (the host's and static files) with the encodings in `codings`
-/// (`EMBER_COMPRESS_GZIP | EMBER_COMPRESS_BR`; 0 = off, the default; codings this build
-/// lacks, see `ember_compression_codings`, are left out) for clients whose
-/// `Accept-Encoding` takes one (q-values honoured; brotli wins a tie). Only bodies of
+/// (`EMBER_COMPRESS_GZIP | EMBER_COMPRESS_BR | EMBER_COMPRESS_ZSTD`; 0 = off, the
+/// default; codings this build lacks, see `ember_compression_codings`, are left out) for
+/// clients whose `Accept-Encoding` takes one (q-values honoured; a tie goes to zstd, then
+/// brotli, then gzip). Only bodies of
 /// `min_bytes` or more (default 1024), of text-like types (all text types, JSON, JavaScript, XML,
 /// SVG, wasm …), not encoded already and without `Cache-Control: no-transform`;
 /// compressible answers carry `Vary: Accept-Encoding`. Bodies over 16 KiB are compressed
@@ -98,8 +101,9 @@ pub unsafe extern "C" fn ember_server_set_compression(server: *mut ember_server,
 }
 
 /// The codings this build of the library compresses with on the fly: `EMBER_COMPRESS_GZIP`
-/// in the default build, plus `EMBER_COMPRESS_BR` with the cargo feature `brotli`; none in
-/// the minimal one. Every build serves precompressed `.br` / `.gz` siblings of static files.
+/// in the default build, plus `EMBER_COMPRESS_BR` with the cargo feature `brotli` and
+/// `EMBER_COMPRESS_ZSTD` with `zstd`; none in the minimal one. Every build with static files
+/// serves precompressed `.zst` / `.br` / `.gz` siblings.
 #[no_mangle]
 pub extern "C" fn ember_compression_codings() -> u32 {
     compress::BUILT

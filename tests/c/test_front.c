@@ -59,7 +59,10 @@ static void test_misuse_gets_error_codes(void) {
     CHECK_RC(ember_server_static(s, "/s", dir, 0, "bad\r\nvalue"), EMBER_ERR_INVALID_ARG);
     CHECK_RC(ember_server_static(s, "/s", dir, EMBER_STATIC_DEFAULT, "max-age=5"), EMBER_OK);
     CHECK_RC(ember_server_static(s, "/s/", dir, 0, NULL), EMBER_ERR_ROUTE);
-    CHECK_RC(ember_server_set_compression(s, 4, 0), EMBER_ERR_INVALID_ARG);
+    /* Bit 8 names no coding (gzip 1, br 2, zstd 4); zstd is accepted by every build and
+       left out by one without it. */
+    CHECK_RC(ember_server_set_compression(s, 8, 0), EMBER_ERR_INVALID_ARG);
+    CHECK_RC(ember_server_set_compression(s, EMBER_COMPRESS_ZSTD, 0), EMBER_OK);
     CHECK_RC(ember_server_compression_path(s, "nope", false), EMBER_ERR_INVALID_ARG);
     CHECK_RC(ember_server_cache_key_header(s, "bad name"), EMBER_ERR_INVALID_ARG);
     CHECK_RC(ember_server_cors(s, "/api", "not an origin", NULL, NULL, NULL, 0, 0), EMBER_ERR_INVALID_ARG);

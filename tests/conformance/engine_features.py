@@ -1,6 +1,6 @@
 """Helpers for the tests of the engine's own features (static files, compression, output
-cache, CORS, filters): a one-shot raw request, the served folder, and decoders for gzip and
-brotli (brotli through the system's libbrotlidec, which curl already depends on)."""
+cache, CORS, filters): a one-shot raw request, the served folder, and decoders for gzip,
+brotli (through the system's libbrotlidec, which curl already depends on) and zstd."""
 import ctypes
 import ctypes.util
 import gzip
@@ -14,8 +14,9 @@ from rawhttp import exchange, request_bytes
 WWW = os.path.join(REPO_ROOT, os.environ.get("EMBER_WWW") or os.path.join("samples", "www"))
 
 # The codings the library under test compresses with on the fly (ember_compression_codings):
-# gzip in the default build, also br with the cargo feature `brotli`, none in the minimal
-# build. Precompressed siblings of static files are served whatever this says.
+# gzip in the default build, also br and zstd with the cargo features `brotli` and `zstd`,
+# none in the minimal build. Precompressed siblings of static files are served whatever this
+# says. Every reference app offers all three (the library leaves out what it lacks).
 CODINGS = {c for c in os.environ.get("EMBER_COMPRESSION", "gzip").replace(" ", "").split(",") if c and c != "none"}
 
 
@@ -35,9 +36,15 @@ def expected_coding(accept):
         if c not in CODINGS:
             return 0.0
         return weights.get(c, weights.get("*", 0.0))
-    if w("br") > 0 and w("br") >= w("gzip"):
-        return "br"
-    return "gzip" if w("gzip") > 0 else None
+    # The highest weight wins; a tie goes to zstd, then br, then gzip.
+    best = max(("zstd", "br", "gzip"), key=w)
+    return best if w(best) > 0 else None
+
+
+def unzstd(data):
+    """Decodes zstd with the `zstandard` package (tests/setup.sh installs it)."""
+    import zstandard
+    return zstandard.ZstdDecompressor().decompressobj().decompress(data)
 
 
 def www(name):

@@ -1,11 +1,11 @@
-"""Compression of the host's answers by the engine: gzip and brotli chosen by
-Accept-Encoding (q-values), Vary, the minimum size, per-path off (`/echo`), identity for
+"""Compression of the host's answers by the engine: gzip, brotli and zstd chosen by
+Accept-Encoding (q-values; a build without a coding never sends it), Vary, the minimum size, per-path off (`/echo`), identity for
 clients that did not ask."""
 import json
 
 import pytest
 
-from engine_features import CODINGS, expected_coding, get, gunzip, unbrotli
+from engine_features import CODINGS, expected_coding, get, gunzip, unbrotli, unzstd
 
 PAD = ("X-Pad", "p" * 1500)  # makes /inspect's JSON larger than the 1024-byte minimum
 
@@ -20,6 +20,7 @@ def _inspect(app, accept):
 @pytest.mark.parametrize("accept", [
     "gzip", "br", "gzip, deflate, br", "gzip;q=1.0, br;q=0.5", "br;q=0, gzip;q=0.2", "*", "*;q=0.3, br;q=0",
     "identity", "gzip;q=0, br;q=0", "deflate", None,
+    "zstd", "gzip, deflate, br, zstd", "zstd;q=0.5, gzip", "zstd;q=0", "zstd;q=0, gzip;q=0.1", "br;q=0.5, zstd;q=0.6",
 ])
 def test_the_coding_follows_accept_encoding(app, accept):
     coding = expected_coding(accept)
@@ -27,7 +28,7 @@ def test_the_coding_follows_accept_encoding(app, accept):
     assert r.header("content-encoding") == coding, (accept, r)
     if CODINGS:
         assert "Accept-Encoding" in (r.header("vary") or "")
-    body = {"gzip": gunzip, "br": unbrotli, None: lambda b: b}[coding](r.body)
+    body = {"gzip": gunzip, "br": unbrotli, "zstd": unzstd, None: lambda b: b}[coding](r.body)
     doc = json.loads(body)
     assert doc["path"] == "/inspect" and doc["headers"]["x-pad"] == PAD[1]
     if coding:
@@ -67,3 +68,27 @@ def test_http_clients_decode_what_they_get(app):
     r = requests.get(app.url + "/inspect", headers={"X-Pad": PAD[1], "Accept-Encoding": "gzip"}, timeout=10)
     assert r.headers["Content-Encoding"] == "gzip"
     assert r.json()["headers"]["x-pad"] == PAD[1]
+
+
+def test_curl_decodes_what_it_gets(app):
+    """curl --compressed offers every coding its build decodes (Debian's: gzip, br, zstd) at
+    weight 1: the engine's tie order picks among those the library has."""
+    import shutil
+    import subprocess
+    curl = shutil.which("curl")
+    if curl is None:
+        pytest.skip("no curl")
+    version = subprocess.run([curl, "-V"], capture_output=True, text=True).stdout
+    features = set(version.lower().split("features:")[-1].split())
+    offered = ", ".join(["deflate", "gzip"] + (["br"] if "brotli" in features else [])
+                        + (["zstd"] if "zstd" in features else []))
+    out = subprocess.run([curl, "-s", "--compressed", "-D", "-", "-H", "%s: %s" % PAD, app.url + "/inspect"],
+                         capture_output=True, timeout=20)
+    head, _, body = out.stdout.partition(b"\r\n\r\n")
+    encoding = None
+    for line in head.decode("latin-1").split("\r\n")[1:]:
+        name, _, value = line.partition(":")
+        if name.strip().lower() == "content-encoding":
+            encoding = value.strip()
+    assert encoding == expected_coding(offered), (offered, head)
+    assert json.loads(body)["headers"]["x-pad"] == PAD[1]

@@ -292,7 +292,9 @@ def test_the_spa_mount_serves_no_dotfile(app):
 def test_a_mount_without_precompressed_siblings_does_not_send_them(app):
     r = get(app, "/app/app.js", [("Accept-Encoding", "br")])
     assert r.status == 200
-    assert not r.header("etag", "").endswith('-br"')
+    # Not the sibling's strong tag; br on the fly (a library with brotli) has a weak one.
+    tag = r.header("etag", "")
+    assert not (tag.startswith('"') and tag.endswith('-br"')), tag
     body = unbrotli(r.body) if r.header("content-encoding") == "br" else r.body
     assert body == www("app.js")
     assert r.header("content-encoding") in (None, "br")

@@ -49,6 +49,13 @@ namespace EmberTests
                     using (var gz = new GZipStream(new MemoryStream(r.Body), CompressionMode.Decompress))
                     using (var reader = new StreamReader(gz))
                         Assert.Equal(60000, reader.ReadToEnd().Length, "gunzipped length");
+                    // zstd is asked for by default (UseCompression's zstd: true) and sent only by
+                    // a library built with it; the default build answers a zstd-only client as is.
+                    bool zstd = (EmberServer.CompressionCodings & EmberCompression.Zstd) != 0;
+                    Assert.True((EmberServer.CompressionCodings & EmberCompression.Gzip) != 0, "gzip built");
+                    r = Http.Get(port, "/www/big.txt", "Accept-Encoding: zstd");
+                    Assert.Equal(zstd, r.Headers.ContainsKey("Content-Encoding") && r.Headers["Content-Encoding"] == "zstd", "zstd only when built");
+                    if (!zstd) Assert.Equal(60000, r.Body.Length, "sent as it is");
                 }
             }
             finally { Directory.Delete(dir, true); }

@@ -93,6 +93,65 @@ def test_http_scope_has_every_field_of_the_spec(asgi, dispatch):
     assert got["types"] == ["bytes", "bytes", "bytes", "int"]
 
 
+def test_the_scope_is_read_from_one_copy_of_the_requests_text(asgi, monkeypatch):
+    # The engine ends each text view with a NUL, back to back (ember.h): the server splits
+    # one copy of it, with headers of every shape (empty value, obs-text byte, repeated).
+    import ember.asgi as asgi_mod
+
+    def view_by_view(f):
+        raise AssertionError("the one-copy read was not used")
+
+    monkeypatch.setattr(asgi_mod, "text_parts_slow", view_by_view)
+    seen = []
+
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return
+        seen.append(scope)
+        await _text(send, b"ok")
+
+    url = asgi(app, dispatch="inline")
+    port = int(url.rsplit(":", 1)[1])
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(b"GET /a%20b?x=1&y= HTTP/1.1\r\nHost: h\r\nX-E:\r\nX-O: \xe9\r\nX-D: 1\r\nX-D: 2\r\n\r\n"
+              b"DELETE /z HTTP/1.1\r\nHost: h\r\n\r\n")
+    data = b""
+    while data.count(b"HTTP/1.1 200") < 2:
+        chunk = s.recv(65536)
+        assert chunk
+        data += chunk
+    s.close()
+    a, b = seen
+    assert a["method"] == "GET" and a["path"] == "/a b" and a["raw_path"] == b"/a%20b"
+    assert a["query_string"] == b"x=1&y="
+    assert a["headers"] == [(b"host", b"h"), (b"x-e", b""), (b"x-o", b"\xe9"), (b"x-d", b"1"), (b"x-d", b"2")]
+    assert a["client"][0] == "127.0.0.1" and a["client"] == b["client"]
+    assert b["method"] == "DELETE" and b["path"] == "/z" and b["query_string"] == b""
+    assert b["headers"] == [(b"host", b"h")]
+
+
+def test_content_type_with_a_stated_length_answers_whole_and_head_keeps_its_length(asgi):
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return
+        body = b"0123456789"
+        wrong = scope["path"] == "/wrong"
+        await send({"type": "http.response.start", "status": 201,
+                    "headers": [(b"Content-Length", b"99" if wrong else b"10"), (b"content-type", b"text/x")]})
+        await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else body})
+
+    url = asgi(app)
+    r = requests.get(url + "/")
+    assert r.status_code == 201 and r.content == b"0123456789"
+    assert r.headers["content-type"] == "text/x" and r.headers["content-length"] == "10"
+    r = requests.head(url + "/")
+    assert r.status_code == 201 and r.headers["content-length"] == "10" and r.content == b""
+    # A length that does not match the body goes the long way, where the engine counts
+    # the body itself too.
+    r = requests.get(url + "/wrong")
+    assert r.status_code == 201 and r.headers["content-length"] == "10" and r.content == b"0123456789"
+
+
 def test_root_path_prefixes_path_and_http_1_0_is_reported(asgi):
     url = asgi(scope_echo, root_path="/mount/")
     port = int(url.rsplit(":", 1)[1])

@@ -17,7 +17,7 @@ namespace Ember
 
         /// <summary>A folder request ("/static/docs/") gets its index.html (default true).</summary>
         public bool Index { get; set; }
-        /// <summary>name.br / name.gz beside a file are sent to clients that accept them (default true).</summary>
+        /// <summary>name.zst / name.br / name.gz beside a file are sent to clients that accept them (default true).</summary>
         public bool Precompressed { get; set; }
         /// <summary>Paths that name no file get the mount's index.html (single-page apps).</summary>
         public bool SpaFallback { get; set; }
@@ -25,6 +25,18 @@ namespace Ember
         public bool Dotfiles { get; set; }
         /// <summary>The Cache-Control value of every answer from the mount (null: none).</summary>
         public string CacheControl { get; set; }
+    }
+
+    /// <summary>Response codings (EMBER_COMPRESS_* of include/ember.h), for
+    /// <see cref="EmberServer.UseCompression(EmberCompression, long)"/> and
+    /// <see cref="EmberServer.CompressionCodings"/>.</summary>
+    [Flags]
+    public enum EmberCompression : uint
+    {
+        None = 0,
+        Gzip = 1,
+        Brotli = 2,
+        Zstd = 4,
     }
 
     /// <summary>A CORS policy (<see cref="EmberServer.UseCors"/>).</summary>
@@ -113,14 +125,29 @@ namespace Ember
             return this;
         }
 
-        /// <summary>Compresses answers and static files (gzip and/or brotli) for clients that accept
-        /// it, from <paramref name="minBytes"/> on.</summary>
-        public EmberServer UseCompression(bool gzip = true, bool brotli = true, long minBytes = 1024)
+        /// <summary>Compresses answers and static files (gzip, brotli, zstd) for clients that accept
+        /// it, from <paramref name="minBytes"/> on. Codings the loaded library lacks
+        /// (<see cref="CompressionCodings"/>) are left out; a tie of weights in the client's
+        /// Accept-Encoding goes to zstd, then brotli, then gzip.</summary>
+        public EmberServer UseCompression(bool gzip = true, bool brotli = true, long minBytes = 1024, bool zstd = true)
+        {
+            var codings = (gzip ? EmberCompression.Gzip : 0) | (brotli ? EmberCompression.Brotli : 0) | (zstd ? EmberCompression.Zstd : 0);
+            return UseCompression(codings, minBytes);
+        }
+
+        /// <summary>Compresses answers and static files with <paramref name="codings"/>.</summary>
+        public EmberServer UseCompression(EmberCompression codings, long minBytes = 1024)
         {
             if (minBytes < 0) throw new ArgumentOutOfRangeException("minBytes");
-            uint codings = (gzip ? 1u : 0) | (brotli ? 2u : 0);
-            Front(h => Native.Check(FrontNative.ember_server_set_compression(h, codings, (ulong)minBytes), "ember_server_set_compression"));
+            Front(h => Native.Check(FrontNative.ember_server_set_compression(h, (uint)codings, (ulong)minBytes), "ember_server_set_compression"));
             return this;
+        }
+
+        /// <summary>The codings the loaded library compresses with on the fly (gzip in the default
+        /// build; brotli and zstd with the cargo features of those names).</summary>
+        public static EmberCompression CompressionCodings
+        {
+            get { return (EmberCompression)FrontNative.ember_compression_codings(); }
         }
 
         /// <summary>Compression off (or back on) for the paths under <paramref name="prefix"/>.</summary>
@@ -240,6 +267,8 @@ namespace Ember.Interop
 
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern int ember_server_set_compression(EmberServerHandle server, uint codings, ulong minBytes);
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern uint ember_compression_codings();
 
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern int ember_server_compression_path(EmberServerHandle server, byte[] prefix, [MarshalAs(UnmanagedType.U1)] bool enabled);

@@ -21,6 +21,9 @@ namespace Ember
         internal byte[] BodyBytes;
         internal int BodyOffset, BodyCount;
         internal bool NoCopy;
+        /// <summary>Set by <see cref="Answer"/> and cleared by every change: the response is that
+        /// prepared answer's content, so it is sent with it.</summary>
+        internal EmberAnswer Prepared;
         readonly EmberContext _ctx;   // null for a detached response (500 fallbacks)
 
         public EmberResponse() { }
@@ -35,6 +38,7 @@ namespace Ember
             {
                 if (value < 100 || value > 999) throw new ArgumentOutOfRangeException("value", "status must be 100..999");
                 _status = value;
+                Prepared = null;
             }
         }
 
@@ -44,8 +48,10 @@ namespace Ember
             get { return _contentType; }
             set
             {
-                if (value != null) CheckValue(value);
+                // A value answered with before (the same string) was checked then.
+                if (value != null && !ContentTypes.Known(value)) CheckValue(value);
                 _contentType = value;
+                Prepared = null;
             }
         }
 
@@ -58,6 +64,7 @@ namespace Ember
             CheckName(name);
             if (value == null) throw new ArgumentNullException("value");
             CheckValue(value);
+            Prepared = null;
             if (string.Equals(name, "Content-Type", StringComparison.OrdinalIgnoreCase)) { _contentType = value; return; }
             if (_headers == null) _headers = new List<KeyValuePair<string, string>>(4);
             _headers.Add(new KeyValuePair<string, string>(name, value));
@@ -68,6 +75,7 @@ namespace Ember
         {
             CheckName(name);
             if (string.Equals(name, "Content-Type", StringComparison.OrdinalIgnoreCase)) { ContentType = value; return; }
+            Prepared = null;
             if (_headers != null) _headers.RemoveAll(h => string.Equals(h.Key, name, StringComparison.OrdinalIgnoreCase));
             if (value != null) AddHeader(name, value);
         }
@@ -117,7 +125,7 @@ namespace Ember
         {
             if (body == null) throw new ArgumentNullException("body");
             if (offset < 0 || count < 0 || offset > body.Length - count) throw new ArgumentOutOfRangeException("count");
-            ContentType = contentType;
+            ContentType = contentType;   // also ends a prepared answer
             BodyText = null;
             BodyBytes = body;
             BodyOffset = offset;
@@ -183,6 +191,27 @@ namespace Ember
             BodyText = text;
             BodyBytes = null;
             NoCopy = false;
+            Prepared = null;
+        }
+
+        /// <summary>
+        /// Answers with a prepared <see cref="EmberAnswer"/>: the response takes its status,
+        /// headers and body, and is sent with one short engine call (nothing encoded, copied or
+        /// parsed per request). Any later change to the response sends it the ordinary way.
+        /// </summary>
+        public void Answer(EmberAnswer answer)
+        {
+            if (answer == null) throw new ArgumentNullException("answer");
+            EmberResponse c = answer.Content;
+            _status = c._status;
+            _contentType = c._contentType;
+            _headers = c._headers == null ? null : new List<KeyValuePair<string, string>>(c._headers);
+            BodyText = null;
+            BodyBytes = c.BodyBytes;
+            BodyOffset = c.BodyOffset;
+            BodyCount = c.BodyCount;
+            NoCopy = false;
+            Prepared = answer;
         }
 
         /// <summary>Back to an empty 200 (used before writing a 500 for a failed handler).</summary>
@@ -194,6 +223,7 @@ namespace Ember
             BodyText = null;
             BodyBytes = null;
             NoCopy = false;
+            Prepared = null;
         }
 
         internal static void CheckHeader(string name, string value)

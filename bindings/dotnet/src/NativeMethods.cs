@@ -114,7 +114,7 @@ namespace Ember.Interop
 
         /// <summary>The ABI these declarations mirror (include/ember.h's EMBER_ABI_VERSION);
         /// NativeLoader refuses an engine of another version.</summary>
-        internal const uint EMBER_ABI_VERSION = 5;
+        internal const uint EMBER_ABI_VERSION = 6;
 
         internal const int EMBER_OK = 0;
         internal const int EMBER_DISPATCH_INLINE = 0;
@@ -246,6 +246,24 @@ namespace Ember.Interop
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern int ember_request_respond(ulong req, ushort status,
             byte* headers, UIntPtr headersLen, byte* body, UIntPtr bodyLen);
+
+        /// <summary>Status, Content-Type (not NUL-terminated, 0 = none) and body (copied): no
+        /// header block (ABI 5).</summary>
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int ember_request_respond_small(ulong req, ushort status,
+            byte* contentType, uint contentTypeLen, byte* body, uint bodyLen);
+
+        /// <summary>A prepared answer (ABI 5): headers and body copied now; freed with ember_answer_free.</summary>
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int ember_answer_new(ushort status, byte* headers, UIntPtr headersLen,
+            byte* body, UIntPtr bodyLen, out ulong answer);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int ember_answer_free(ulong answer);
+
+        /// <summary>Answers with a prepared answer; its body is shared, not copied (ABI 5).</summary>
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int ember_request_respond_answer(ulong req, ulong answer);
 
         /// <summary>Like respond, body not copied; release(releaseData) once when the engine is done.</summary>
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]

@@ -6,7 +6,9 @@ using Ember.Interop;
 
 namespace Ember
 {
-    /// <summary>Turns an EmberResponse into the single ember_request_respond call.</summary>
+    /// <summary>Turns an EmberResponse into its one answer call: a prepared answer's
+    /// ember_request_respond_answer, ember_request_respond_small when Content-Type is the only
+    /// header, else ember_request_respond with a header block.</summary>
     internal static unsafe class Wire
     {
         const int ScratchKeep = 256 * 1024;   // larger one-off buffers are not kept per thread
@@ -15,6 +17,10 @@ namespace Ember
 
         internal static int Send(ulong req, EmberResponse r)
         {
+            EmberAnswer prepared = r.Prepared;
+            if (prepared != null) return prepared.Respond(req);
+            var list = r.HeaderList;
+            if ((list == null || list.Count == 0) && !r.NoCopy) return SendSmall(req, r);
             string text = r.BodyText;
             int headerMax = HeaderMax(r);
             int bodyMax = text == null ? 0 : Utf8.Encoding.GetMaxByteCount(text.Length);
@@ -45,6 +51,59 @@ namespace Ember
                 fixed (byte* p = body)
                     return NativeMethods.ember_request_respond(req, status, b, (UIntPtr)hlen, p + r.BodyOffset, (UIntPtr)r.BodyCount);
             }
+        }
+
+        /// <summary>No header but Content-Type: ember_request_respond_small, with the type's
+        /// bytes from <see cref="ContentTypes"/>; no header block to write here or to parse in
+        /// the engine.</summary>
+        static int SendSmall(ulong req, EmberResponse r)
+        {
+            string type = r.ContentType;
+            byte[] ct = type == null ? Utf8.Empty : ContentTypes.Utf8(type);
+            ushort status = (ushort)r.StatusCode;
+            string text = r.BodyText;
+            fixed (byte* t = ct)
+            {
+                if (text != null)
+                {
+                    if (text.Length == 0)
+                        return NativeMethods.ember_request_respond_small(req, status, t, (uint)ct.Length, null, 0);
+                    int need = Utf8.Encoding.GetMaxByteCount(text.Length);
+                    byte[] buf = t_scratch;
+                    if (buf == null || buf.Length < need)
+                    {
+                        buf = new byte[Math.Max(need, 4096)];
+                        if (buf.Length <= ScratchKeep) t_scratch = buf;
+                    }
+                    fixed (byte* b = buf)
+                    {
+                        int blen;
+                        fixed (char* c = text) blen = Utf8.Encoding.GetBytes(c, text.Length, b, buf.Length);
+                        return NativeMethods.ember_request_respond_small(req, status, t, (uint)ct.Length, b, (uint)blen);
+                    }
+                }
+                byte[] body = r.BodyBytes;
+                if (body == null || r.BodyCount == 0)
+                    return NativeMethods.ember_request_respond_small(req, status, t, (uint)ct.Length, null, 0);
+                fixed (byte* p = body)
+                    return NativeMethods.ember_request_respond_small(req, status, t, (uint)ct.Length, p + r.BodyOffset, (uint)r.BodyCount);
+            }
+        }
+
+        /// <summary>ember_answer_new with the response's status, headers and body.</summary>
+        internal static ulong Prepare(EmberResponse r)
+        {
+            var buf = new byte[Math.Max(HeaderMax(r), 1)];
+            ulong answer;
+            int rc;
+            fixed (byte* b = buf)
+            fixed (byte* p = r.BodyBytes)
+            {
+                int hlen = WriteHeaders(r, b);
+                rc = NativeMethods.ember_answer_new((ushort)r.StatusCode, b, (UIntPtr)hlen, p, (UIntPtr)r.BodyCount, out answer);
+            }
+            Native.Check(rc, "ember_answer_new");
+            return answer;
         }
 
         /// <summary>ember_response_begin with the response's status and headers.</summary>

@@ -9,6 +9,7 @@ import logging
 from typing import Any, Awaitable, Callable
 
 from . import _lib, _stream
+from ._loop import _resume
 from ._host import access, internal_error as _internal_error, refused as _refused
 from .response import NOCOPY_MIN, send as _send_any
 
@@ -16,7 +17,7 @@ log = logging.getLogger("ember.asgi")
 
 ASGIApp = Callable[[dict, Callable[[], Awaitable[dict]], Callable[[dict], Awaitable[None]]], Awaitable[None]]
 
-_respond = _lib.lib.ember_request_respond
+_respond = _lib.held.ember_request_respond
 _respond_small = _lib.held.ember_request_respond_small
 _OK = _lib.OK
 _ERR_INVALID_ARG = _lib.ERR_INVALID_ARG
@@ -39,48 +40,87 @@ class _Events:
         self.ended = False  # ABORTED or COMPLETED
 
 
+def _is(name: Any, want: bytes) -> bool:
+    return name == want or (type(name) is bytes and name.lower() == want)
+
+
+def _small_type(headers: Any, n: int, scope: dict) -> bytes | None:
+    """The Content-Type of an answer whose headers are only that, and perhaps a
+    Content-Length equal to ``n`` (not for HEAD, whose stated length the engine sends
+    as it is), else None."""
+    if len(headers) == 1:
+        name, value = headers[0]
+    else:
+        (name, value), (name2, value2) = headers
+        if name2 != b"content-length" and not _is(name2, b"content-length"):
+            if not _is(name, b"content-length"):
+                return None
+            name, value, name2, value2 = name2, value2, name, value
+        if value2 != b"%d" % n or scope["method"] == "HEAD":
+            return None
+    if type(value) is bytes and (name == b"content-type" or _is(name, b"content-type")):
+        return value
+    return None
+
+
 class _HTTPCycle:
     """One request: the app's ``receive`` and ``send``, and the answer."""
 
-    __slots__ = ("handle", "body", "status", "headers", "parts", "done", "waiter", "scope", "events",
-                 "streaming", "collect")
+    # Until set, fields read these class defaults: a request sets three fields when it
+    # starts, where eleven slots were each set (about 800 instructions per request).
+    status = None
+    headers = None
+    parts = None
+    done = False
+    waiter = None
+    events = None
+    streaming = False
+    collect = None  # declared Content-Length <= COLLECT_MAX: collect, keep the length
 
     def __init__(self, handle: int, body: bytes, scope: dict) -> None:
         self.handle = handle
         self.body = body
         self.scope = scope
-        self.status = None
-        self.headers = None
-        self.parts = None
-        self.done = False
-        self.waiter = None
-        self.events = None
-        self.streaming = False
-        self.collect = None  # declared Content-Length <= COLLECT_MAX: collect, keep the length
 
-    async def run(self, app: ASGIApp) -> None:
+    def finished(self, result: Any, exc: BaseException | None) -> None:
+        """The app's coroutine ended (``exc``: what it raised): anything it left
+        unanswered answers 500, and a waiting ``receive()`` wakes."""
+        if exc is None and self.done and result is None and self.waiter is None:
+            return  # the usual end: answered, nothing waits
         try:
-            result = await app(self.scope, self.receive, self.send)
-        except asyncio.CancelledError:
-            raise
-        except BaseException:
-            log.exception("Exception in ASGI application (%s %s)", self.scope["method"], self.scope["path"])
-            if not self.done:
-                self._fail()
-            return
+            if exc is not None:
+                if isinstance(exc, asyncio.CancelledError):
+                    return
+                log.error("Exception in ASGI application (%s %s)", self.scope["method"], self.scope["path"],
+                          exc_info=exc)
+                if not self.done:
+                    self._fail()
+                return
+            if self.done:
+                if result is not None:
+                    log.error("ASGI callable should return None, but returned %r", result)
+                return
+            if self.status is None:
+                log.error("ASGI callable returned without starting response (%s %s)",
+                          self.scope["method"], self.scope["path"])
+            else:
+                log.error("ASGI callable returned without completing response (%s %s)",
+                          self.scope["method"], self.scope["path"])
+            self._fail()
         finally:
             self._wake()
-        if self.done:
-            if result is not None:
-                log.error("ASGI callable should return None, but returned %r", result)
+
+    async def rest(self, coro: Any, value: Any) -> None:
+        """Goes on with the app's coroutine, which last yielded ``value`` (None: not
+        started), as a task on the loop; then as ``finished``."""
+        try:
+            result = await _resume(coro, value)
+        except BaseException as e:
+            self.finished(None, e)
+            if isinstance(e, asyncio.CancelledError):
+                raise
             return
-        if self.status is None:
-            log.error("ASGI callable returned without starting response (%s %s)",
-                      self.scope["method"], self.scope["path"])
-        else:
-            log.error("ASGI callable returned without completing response (%s %s)",
-                      self.scope["method"], self.scope["path"])
-        self._fail()
+        self.finished(result, None)
 
     async def receive(self) -> dict:
         body = self.body
@@ -206,17 +246,19 @@ class _HTTPCycle:
         self.done = True
         n = len(body)
         headers = self.headers
-        if n < NOCOPY_MIN and type(headers) in (list, tuple) and len(headers) == 1:
-            # Only a Content-Type (the usual small JSON or text answer): one call with no
-            # header block to build here or parse in the engine. A value the engine
-            # refuses (a line break ...) goes the long way, which reports it.
-            name, value = headers[0]
-            if type(value) is bytes and (name == b"content-type" or name.lower() == b"content-type"):
+        if n < NOCOPY_MIN and type(headers) in (list, tuple) and 0 < len(headers) <= 2:
+            # Only a Content-Type, perhaps with a Content-Length that says the body's
+            # length (the usual small JSON or text answer): one call with no header block
+            # to build here or parse in the engine, which counts the body itself. A value
+            # the engine refuses (a line break ...) goes the long way, which reports it.
+            value = _small_type(headers, n, self.scope)
+            if value is not None:
                 rc = _respond_small(self.handle, self.status, value, len(value), body, n)
                 if rc != _ERR_INVALID_ARG:
                     if rc != _OK:
                         _refused(rc, self.handle, f"{self.scope['method']} {self.scope['path']}", log)
-                    self._wake()
+                    if self.waiter is not None:
+                        self._wake()
                     return
         head = self._head()
         if head is None:

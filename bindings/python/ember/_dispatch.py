@@ -100,7 +100,7 @@ def make_dispatch(table: list, runner: LoopRunner,
                   offload: Callable[..., Any] | None = None) -> Callable[[int, int, int], None]:
     """The function behind the server's single handler callback. ``offload(fn, *args)``
     runs a call on a binding thread (OFFLOAD routes)."""
-    respond = _lib.lib.ember_request_respond
+    respond = _lib.held.ember_request_respond
     respond_answer = _lib.held.ember_request_respond_answer
     nocopy_min = NOCOPY_MIN
     OK = _lib.OK

@@ -22,6 +22,7 @@ STATIC_SPA = 4
 STATIC_DOTFILES = 8
 COMPRESS_GZIP = 1
 COMPRESS_BR = 2
+COMPRESS_ZSTD = 4
 CORS_CREDENTIALS = 1
 
 #: The response header that marks an answer cacheable for that many seconds.
@@ -57,9 +58,10 @@ _L.ember_compression_codings.restype, _L.ember_compression_codings.argtypes = c_
 
 
 def compression_codings() -> set[str]:
-    """The codings the loaded engine compresses with on the fly ("gzip", "br")."""
+    """The codings the loaded engine compresses with on the fly ("gzip", "br", "zstd")."""
     bits = _L.ember_compression_codings()
-    return {name for bit, name in ((COMPRESS_GZIP, "gzip"), (COMPRESS_BR, "br")) if bits & bit}
+    return {name for bit, name in ((COMPRESS_GZIP, "gzip"), (COMPRESS_BR, "br"), (COMPRESS_ZSTD, "zstd"))
+            if bits & bit}
 
 
 def _z(s: str | None) -> bytes | None:
@@ -103,9 +105,12 @@ class FrontMixin:
                                         "ember_server_static"))
 
     # -- compression -------------------------------------------------------------------
-    def compression(self, gzip: bool = True, br: bool = True, min_bytes: int = 1024) -> None:
-        """Compresses answers (and static files) for clients that accept it."""
-        codings = (COMPRESS_GZIP if gzip else 0) | (COMPRESS_BR if br else 0)
+    def compression(self, gzip: bool = True, br: bool = True, min_bytes: int = 1024, *, zstd: bool = True) -> None:
+        """Compresses answers (and static files) for clients that accept it, with the codings
+        asked for that the loaded engine has (``compression_codings()``; br and zstd on the fly
+        need the cargo features ``brotli`` and ``zstd``). A tie of weights in the client's
+        Accept-Encoding goes to zstd, then br, then gzip."""
+        codings = (COMPRESS_GZIP if gzip else 0) | (COMPRESS_BR if br else 0) | (COMPRESS_ZSTD if zstd else 0)
         self._front_add(lambda p: check(_L.ember_server_set_compression(p, codings, min_bytes),
                                         "ember_server_set_compression"))
 

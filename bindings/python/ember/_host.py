@@ -14,7 +14,7 @@ from .server import Server
 log = logging.getLogger("ember")
 access = logging.getLogger("ember.access")
 
-_respond = _lib.lib.ember_request_respond
+_respond = _lib.held.ember_request_respond
 _ERROR_HEAD = b"Content-Type: text/plain; charset=utf-8\r\n"
 _ERROR_BODY = b"Internal Server Error"
 

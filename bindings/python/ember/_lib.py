@@ -120,7 +120,7 @@ def candidates() -> list[Path]:
 
 # The ABI these declarations mirror (include/ember.h's EMBER_ABI_VERSION). An engine of another
 # version is refused: its structs or functions may not be what this module declares.
-ABI_VERSION = 5
+ABI_VERSION = 6
 
 
 def _process_arch() -> str:
@@ -228,6 +228,8 @@ class RequestInfo(Structure):
         ("http_version", c_uint32),
         ("content_length", ctypes.c_int64),
         ("flags", c_uint32),
+        ("scheme_ptr", c_void_p), ("scheme_len", c_size_t),
+        ("peer_ptr", c_void_p), ("peer_len", c_size_t),
     ]
 
 
@@ -363,11 +365,11 @@ _answer_free = lib.ember_answer_free
 
 # Calls that never block and are made once per request keep the GIL: ctypes then skips
 # releasing and re-taking it around the call (a PyDLL view of the same library).
-# Both only claim the request and queue the answer (respond_small also copies a small
-# body: the ASGI server uses it below NOCOPY_MIN). Measured: about 800
+# They only claim the request and queue the answer (respond and respond_small also copy
+# the body: the bindings use them below NOCOPY_MIN). Measured: about 800
 # instructions per request less for the reference app (bench/results/py-cost.md).
 held = ctypes.PyDLL(lib._name, handle=lib._handle)
-for _name in ("ember_request_respond_answer", "ember_request_respond_small"):
+for _name in ("ember_request_respond_answer", "ember_request_respond_small", "ember_request_respond"):
     _fn = getattr(held, _name)
     _fn.restype, _fn.argtypes = _PROTOTYPES[_name]
 

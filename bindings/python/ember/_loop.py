@@ -148,9 +148,9 @@ class _Loop(asyncio.SelectorEventLoop):
 class BorrowableLoop:
     """An asyncio loop in its own thread that engine threads can run tasks on directly.
 
-    ``run(coro_fn, *args, block=True)`` starts ``coro_fn(*args)`` as a task: on the calling
-    thread when the baton is free (or, with ``block``, once it is), else by a hop to
-    the loop thread. Returns nothing; the coroutine answers its request itself.
+    ``drive(coro, owner, block=True)`` runs a request's coroutine: on the calling thread
+    when the baton is free (or, with ``block``, once it is), else by a hop to the loop
+    thread. Returns nothing; the coroutine answers its request itself.
     """
 
     def __init__(self) -> None:
@@ -224,13 +224,20 @@ class BorrowableLoop:
         self.thread = None
 
     # -- starting request tasks ------------------------------------------------------
-    def run(self, coro_fn: Callable[..., Any], *args: Any, block: bool = True) -> None:
-        """Starts ``coro_fn(*args)``: on this thread when the baton is free (or, with
-        ``block``, once it is), else as a task on the loop thread."""
+    def drive(self, coro: Any, owner: Any, block: bool = True) -> None:
+        """Runs the request coroutine ``coro`` (not started yet): on this thread when the
+        baton is free (or, with ``block``, once it is), else as a task on the loop thread.
+
+        ``owner`` hears how it went: ``owner.finished(result, exc)`` when it ends without
+        waiting (here, with the baton held; ``exc`` is what it raised, or None; skipped
+        when it returned None with ``owner.done`` set and no ``owner.waiter``), and
+        ``owner.rest(coro, value)``, a coroutine that goes on driving it (``_resume``) and
+        does what ``finished`` would, when it waits or runs on the loop thread. The fast
+        path wraps nothing: the app's own coroutine is stepped here."""
         loop = self.loop
         baton = self.baton
         if self._debug or not baton.acquire(block):
-            loop.call_soon_threadsafe(self._spawn, coro_fn, args)
+            loop.call_soon_threadsafe(self._spawn, owner.rest, coro, None)
             return
         try:
             # Not _get_running_loop(): with a loop running it checks the pid, a getpid()
@@ -241,44 +248,48 @@ class BorrowableLoop:
             carrier = self._carrier
             if carrier is None or carrier.job.done():
                 carrier = self._new_carrier()
-            coro = coro_fn(*args)
             task = carrier.task
             _enter_task(loop, task)
             try:
                 waiting_on = carrier.ctx.run(coro.send, None)
-            except StopIteration:
-                suspended = False
-            except BaseException:
-                # Only a cancellation gets out of a request coroutine; nothing left to run.
-                suspended = False
-            else:
-                suspended = True
-            finally:
+            except StopIteration as stop:
                 _leave_task(loop, task)
-            if suspended:
-                # The request waits: its carrier task takes it over (see _carry) and a
-                # fresh carrier serves the next request.
+                # The usual end (answered, returned None, nothing waits on it) needs no call.
+                if stop.value is not None or not owner.done or owner.waiter is not None:
+                    owner.finished(stop.value, None)
+            except BaseException as e:
+                _leave_task(loop, task)
+                owner.finished(None, e)
+            else:
+                _leave_task(loop, task)
+                # The request waits: its carrier task takes it over (see _carry), wrapped
+                # so that its end is reported, and a fresh carrier serves the next request.
+                rest = owner.rest(coro, waiting_on)
+                first = rest.send(None)  # straight back to what the app waits on
                 self._carrier = None
                 if carrier.job.done():  # the carrier was cancelled meanwhile
-                    self._keep(_Task(_resume(coro, waiting_on), loop=loop, context=carrier.ctx))
+                    self._keep(_Task(_resume(rest, first), loop=loop, context=carrier.ctx))
                 else:
-                    carrier.pending = (coro, waiting_on)
+                    carrier.pending = (rest, first)
                     carrier.job.set_result(None)
-            elif carrier.ctx != self._base_ctx or task.done() or _cancelling(task):
+            if self._carrier is carrier and (carrier.ctx != self._base_ctx or task.done() or _cancelling(task)):
                 # The request changed context variables or its task's state: the next
                 # request must not see that.
                 self._carrier = None
                 task.cancel()
             ready = loop._ready
-            steps = 0
-            while ready and steps < _MAX_STEPS:
-                handle = ready.popleft()
-                if not handle._cancelled:
-                    handle._run()
-                steps += 1
-            # The loop thread may be asleep with a timeout computed before this pass:
-            # wake it when something new waits on it (ready callbacks, a new timer).
-            if ready or loop.new_timer:
+            if ready:
+                steps = 0
+                while ready and steps < _MAX_STEPS:
+                    handle = ready.popleft()
+                    if not handle._cancelled:
+                        handle._run()
+                    steps += 1
+                # The loop thread may be asleep with a timeout computed before this pass:
+                # wake it when something new waits on it (ready callbacks, a new timer).
+                if ready or loop.new_timer:
+                    loop.call_soon_threadsafe(_noop)
+            elif loop.new_timer:
                 loop.call_soon_threadsafe(_noop)
         finally:
             baton.release()
@@ -311,8 +322,8 @@ class BorrowableLoop:
                 break
         return c
 
-    def _spawn(self, coro_fn: Callable[..., Any], args: tuple) -> None:
-        self._keep(self.loop.create_task(coro_fn(*args)))
+    def _spawn(self, rest: Callable[..., Any], coro: Any, value: Any) -> None:
+        self._keep(self.loop.create_task(rest(coro, value)))
 
     def _keep(self, task: asyncio.Task) -> None:
         # The loop holds tasks only weakly; a task waiting on a future that only it can

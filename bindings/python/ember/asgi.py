@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import types
 from typing import Any, Callable
 from urllib.parse import unquote as _unquote
 
@@ -42,10 +43,21 @@ from ._asgi_http import ASGIApp, _HTTPCycle, _LoggedHTTPCycle
 from ._asgi_ws import WS_MAX_QUEUE, WS_MAX_QUEUE_BYTES, WS_PATTERNS, make_ws_handler
 from ._host import AppServer, internal_error as _internal_error
 from ._loop import BorrowableLoop
-from ._wire import (HTTP_VERSIONS, I_BODY, I_FLAGS, I_HEADERS, I_LENGTH, I_METHOD, I_PATH, I_QUERY, I_REMOTE,
-                    I_VERSION, INFO, MEM, METHODS, PAIR, REQUEST_BODY_STREAMED, AddrCache)
+from ._wire import HTTP_VERSIONS, INFO, MEM, METHODS, REQUEST_BODY_STREAMED, AddrCache, picked, text_parts_slow
+
+# What a request needs of the info struct, unpacked in one call (the rest is skipped).
+_INFO, _AT = picked("method_ptr", "method_len", "body_ptr", "body_len", "header_count", "http_version",
+                    "content_length", "flags", "peer_ptr", "peer_len")
+I_METHOD, I_BODY, I_HEADER_COUNT, I_VERSION = _AT["method_ptr"], _AT["body_ptr"], _AT["header_count"], _AT["http_version"]
+I_LENGTH, I_FLAGS, I_PEER = _AT["content_length"], _AT["flags"], _AT["peer_ptr"]
 
 log = logging.getLogger("ember.asgi")
+
+Coroutine = types.CoroutineType
+
+
+async def _awaiting(awaitable: Any) -> Any:
+    return await awaitable
 
 # "2.3": send() does not raise when the client has gone. With the engine's abort notice
 # (streaming ABI) this becomes "2.4".
@@ -186,11 +198,10 @@ class ASGIServer(AppServer):
         root = self.root_path
         app = self.app
         state = self.state
-        run = self._loop.run
+        drive = self._loop.drive
         block = self._block
-        unpack = INFO.unpack_from
-        pairs = PAIR.iter_unpack
-        pair_size = PAIR.size
+        unpack = _INFO.unpack_from
+        full = INFO.unpack_from
         mem = MEM
         methods = METHODS
         versions = HTTP_VERSIONS
@@ -198,40 +209,49 @@ class ASGIServer(AppServer):
         peers = cache._map  # looked up inline; AddrCache.get fills it
         clients = cache.get
         Cycle = _LoggedHTTPCycle if self.access_log else _HTTPCycle
-        cycle_run = Cycle.run
+        slow_parts = text_parts_slow
 
         def on_request(_ud: int, handle: int, info: int) -> None:
             try:
                 f = unpack(mem, info)
-                p = f[I_METHOD]
-                method = mem[p:p + f[I_METHOD + 1]].tobytes()
-                p = f[I_PATH]
-                raw_path = mem[p:p + f[I_PATH + 1]].tobytes()
+                # The text views in one copy, split at their NULs (_wire.text_parts, inline).
+                hc = f[I_HEADER_COUNT]
+                start = f[I_METHOD]
+                end = f[I_PEER] + f[I_PEER + 1] + 1
+                parts = mem[start:end].tobytes().split(b"\0", 5 + 2 * hc) if end > start else ()
+                if len(parts) != 6 + 2 * hc or len(parts[0]) != f[I_METHOD + 1]:
+                    parts = slow_parts(full(mem, info))
+                method = parts[0]
+                raw_path = parts[1]
                 path = raw_path.decode("latin-1")
                 if "%" in path:
                     path = _unquote(path)
-                p, n = f[I_QUERY], f[I_QUERY + 1]
-                p2, n2 = f[I_BODY], f[I_BODY + 1]
-                p3, n3 = f[I_HEADERS], f[I_HEADERS + 1]
                 scope = template[0].copy()
                 scope["method"] = methods.get(method) or method.decode("latin-1")
                 scope["path"] = root + path if root else path
                 scope["raw_path"] = raw_path
-                scope["query_string"] = mem[p:p + n].tobytes() if n else b""
-                p = f[I_REMOTE]
-                peer = mem[p:p + f[I_REMOTE + 1]].tobytes()
+                scope["query_string"] = parts[2]
+                peer = parts[3]
                 client = peers.get(peer)
                 scope["client"] = client if client is not None else clients(peer)
-                scope["headers"] = [(mem[a:a + b].tobytes(), mem[c:c + d].tobytes())
-                                    for a, b, c, d in pairs(mem[p3:p3 + pair_size * n3])] if n3 else []
+                if hc:
+                    it = iter(parts[5:-1])
+                    scope["headers"] = list(zip(it, it))
+                else:
+                    scope["headers"] = []
                 scope["state"] = state.copy()
                 if f[I_VERSION] != 11:
                     scope["http_version"] = versions.get(f[I_VERSION], "1.1")
                 if f[I_FLAGS] & REQUEST_BODY_STREAMED:
                     body = f[I_LENGTH]  # read in receive(); this much is declared (-1: unknown)
                 else:
-                    body = mem[p2:p2 + n2].tobytes() if n2 else b""
-                run(cycle_run, Cycle(handle, body, scope), app, block=block)
+                    n = f[I_BODY + 1]
+                    body = mem[f[I_BODY]:f[I_BODY] + n].tobytes() if n else b""
+                cycle = Cycle(handle, body, scope)
+                coro = app(scope, cycle.receive, cycle.send)
+                if type(coro) is not Coroutine:  # another awaitable: stepped through a coroutine
+                    coro = _awaiting(coro)
+                drive(coro, cycle, block)
             except BaseException:
                 try:
                     log.exception("ember: ASGI request could not be started")

@@ -19,7 +19,7 @@ from . import _lib
 
 log = logging.getLogger("ember")
 
-_respond = _lib.lib.ember_request_respond
+_respond = _lib.held.ember_request_respond
 _respond_nocopy = _lib.lib.ember_request_respond_nocopy
 _respond_answer = _lib.held.ember_request_respond_answer
 _answer_new = _lib.lib.ember_answer_new

@@ -1,12 +1,28 @@
-//! Response compression: gzip (flate2) and brotli, chosen by the client's Accept-Encoding
+//! Response compression: gzip (flate2), brotli and zstd, chosen by the client's Accept-Encoding
 //! (q-values honoured), only for types that are not compressed already, above a minimum
 //! size. Bodies above `INLINE_MAX` are compressed on tokio's blocking pool, never on the
 //! I/O thread.
 
+mod accept;
+mod encoder;
+
+pub use accept::negotiate;
+// Static files are their only users outside this module.
+#[cfg_attr(not(feature = "static"), allow(unused_imports))]
+pub(crate) use accept::Accepted;
+pub use encoder::compress_now;
+#[cfg_attr(not(feature = "static"), allow(unused_imports))]
+pub(crate) use encoder::Encoder;
+
+/// The zstd level of compression on the fly (`benches/compress.rs` labels its rows with it).
+/// A function, not a `pub const`: cbindgen would put a public constant in include/ember.h.
+#[cfg(feature = "zstd")]
+pub fn zstd_level() -> i32 {
+    encoder::ZSTD_LEVEL
+}
+
 use bytes::Bytes;
 use http::header::{HeaderMap, HeaderValue, CACHE_CONTROL, CONTENT_ENCODING, CONTENT_TYPE, VARY};
-#[cfg(any(feature = "gzip", feature = "brotli"))]
-use std::io::Write;
 
 /// A body up to this size is compressed where it is (microseconds); a larger one on the
 /// blocking pool.
@@ -16,22 +32,20 @@ pub(crate) const INLINE_MAX: usize = 16 * 1024;
 pub(crate) const GZIP: u32 = 1;
 /// `EMBER_COMPRESS_BR`.
 pub(crate) const BR: u32 = 2;
-/// The codings this build can compress with (cargo features `gzip`, `brotli`).
-pub(crate) const BUILT: u32 = if cfg!(feature = "gzip") { GZIP } else { 0 } | if cfg!(feature = "brotli") { BR } else { 0 };
-
-#[cfg(feature = "gzip")]
-const GZIP_LEVEL: u32 = 6;
-/// Brotli's quality 5 costs about what gzip 6 does and compresses better; 11 is for
-/// files compressed ahead of time (the `.br` siblings of static files).
-#[cfg(feature = "brotli")]
-const BR_QUALITY: u32 = 5;
-#[cfg(feature = "brotli")]
-const BR_WINDOW: u32 = 22;
+/// `EMBER_COMPRESS_ZSTD`.
+pub(crate) const ZSTD: u32 = 4;
+/// Every coding the engine knows (the bits `set_compression` accepts).
+pub(crate) const ALL: u32 = GZIP | BR | ZSTD;
+/// The codings this build can compress with (cargo features `gzip`, `brotli`, `zstd`).
+pub(crate) const BUILT: u32 = if cfg!(feature = "gzip") { GZIP } else { 0 }
+    | if cfg!(feature = "brotli") { BR } else { 0 }
+    | if cfg!(feature = "zstd") { ZSTD } else { 0 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Coding {
     Gzip,
     Brotli,
+    Zstd,
 }
 
 impl Coding {
@@ -39,6 +53,7 @@ impl Coding {
         match self {
             Coding::Gzip => "gzip",
             Coding::Brotli => "br",
+            Coding::Zstd => "zstd",
         }
     }
 
@@ -47,6 +62,7 @@ impl Coding {
         match self {
             Coding::Gzip => ".gz",
             Coding::Brotli => ".br",
+            Coding::Zstd => ".zst",
         }
     }
 
@@ -54,6 +70,7 @@ impl Coding {
         match self {
             Coding::Gzip => GZIP,
             Coding::Brotli => BR,
+            Coding::Zstd => ZSTD,
         }
     }
 }
@@ -90,90 +107,6 @@ pub(crate) fn under(path: &str, prefix: &str) -> bool {
     match path.strip_prefix(prefix) {
         Some(rest) => rest.is_empty() || prefix.ends_with('/') || rest.starts_with('/'),
         None => false,
-    }
-}
-
-/// The coding the client likes best among `offered` (a bit set), from its Accept-Encoding;
-/// None when it accepts neither (or sent no Accept-Encoding: then only identity is safe).
-pub fn negotiate(accept: Option<&HeaderValue>, offered: u32) -> Option<Coding> {
-    Accepted::parse(accept).best(offered)
-}
-
-/// What an Accept-Encoding says of gzip and brotli: their weights in thousandths (0: not
-/// acceptable), `*` applied. Parsed once per request however many choices it decides.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Accepted {
-    gzip: u16,
-    br: u16,
-}
-
-impl Accepted {
-    pub fn parse(accept: Option<&HeaderValue>) -> Accepted {
-        let Some(accept) = accept else { return Accepted::default() };
-        // A value naming neither coding nor `*` (the usual "identity") has none of these
-        // letters: no parsing.
-        if !accept.as_bytes().iter().any(|&c| matches!(c | 0x20, b'g' | b'b' | b'*')) {
-            return Accepted::default();
-        }
-        let Ok(accept) = accept.to_str() else { return Accepted::default() };
-        let (mut gzip, mut br, mut star) = (None::<u16>, None::<u16>, None::<u16>);
-        for item in accept.split(',') {
-            let mut parts = item.split(';');
-            let token = parts.next().unwrap_or("").trim();
-            let mut q = Some(1000);
-            for p in parts {
-                let p = p.trim();
-                if let Some(v) = p.strip_prefix("q=").or_else(|| p.strip_prefix("Q=")) {
-                    q = qvalue(v.trim());
-                }
-            }
-            // A malformed weight: the item says nothing reliable.
-            let Some(q) = q else { continue };
-            let slot = if token.eq_ignore_ascii_case("gzip") || token.eq_ignore_ascii_case("x-gzip") {
-                &mut gzip
-            } else if token.eq_ignore_ascii_case("br") {
-                &mut br
-            } else if token == "*" {
-                &mut star
-            } else {
-                continue;
-            };
-            // The first mention counts (duplicates are malformed; be predictable).
-            slot.get_or_insert(q);
-        }
-        Accepted { gzip: gzip.or(star).unwrap_or(0), br: br.or(star).unwrap_or(0) }
-    }
-
-    /// The best of `offered` (a bit set) for this client.
-    pub fn best(self, offered: u32) -> Option<Coding> {
-        let wb = if offered & BR == 0 { 0 } else { self.br };
-        let wg = if offered & GZIP == 0 { 0 } else { self.gzip };
-        // Brotli wins a tie: smaller for the same cost.
-        if wb > 0 && wb >= wg {
-            Some(Coding::Brotli)
-        } else if wg > 0 {
-            Some(Coding::Gzip)
-        } else {
-            None
-        }
-    }
-}
-
-/// An RFC 9110 weight ("0", "0.5", "1.000") in thousandths; None when malformed. By hand:
-/// float parsing would pull tens of KB of tables into the library for three digits.
-fn qvalue(v: &str) -> Option<u16> {
-    let (int, frac) = v.split_once('.').unwrap_or((v, ""));
-    if frac.len() > 3 || !frac.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let mut thousandths = 0u16;
-    for (i, b) in frac.bytes().chain(std::iter::repeat(b'0')).take(3).enumerate() {
-        thousandths += u16::from(b - b'0') * [100, 10, 1][i];
-    }
-    match int {
-        "0" => Some(thousandths),
-        "1" if thousandths == 0 => Some(1000),
-        _ => None,
     }
 }
 
@@ -229,82 +162,6 @@ pub(crate) fn mark(headers: &mut HeaderMap, coding: Coding) {
     headers.insert(CONTENT_ENCODING, HeaderValue::from_static(coding.token()));
 }
 
-/// A streaming encoder: feed chunks, take what came out, finish.
-pub(crate) enum Encoder {
-    #[cfg(feature = "gzip")]
-    Gzip(flate2::write::GzEncoder<Vec<u8>>),
-    #[cfg(feature = "brotli")]
-    Brotli(Box<brotli::CompressorWriter<Vec<u8>>>),
-    /// Never made: a build with some coding left out still matches exhaustively.
-    #[cfg(not(all(feature = "gzip", feature = "brotli")))]
-    #[allow(dead_code)]
-    Unbuilt(std::convert::Infallible),
-}
-
-fn not_built(coding: Coding) -> std::io::Error {
-    std::io::Error::new(std::io::ErrorKind::Unsupported, format!("this build cannot compress with {}", coding.token()))
-}
-
-impl Encoder {
-    /// An encoder for `coding`, if this build has one (negotiation offers only those).
-    pub fn new(coding: Coding) -> std::io::Result<Encoder> {
-        match coding {
-            #[cfg(feature = "gzip")]
-            Coding::Gzip => Ok(Encoder::Gzip(flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(GZIP_LEVEL)))),
-            #[cfg(feature = "brotli")]
-            Coding::Brotli => Ok(Encoder::Brotli(Box::new(brotli::CompressorWriter::new(Vec::new(), 16 * 1024, BR_QUALITY, BR_WINDOW)))),
-            #[allow(unreachable_patterns)]
-            other => Err(not_built(other)),
-        }
-    }
-
-    /// Compresses `data`; returns the bytes the encoder produced so far (maybe none).
-    #[allow(unused_variables, unreachable_code)]
-    pub fn push(&mut self, data: &[u8]) -> std::io::Result<Bytes> {
-        let out: &mut Vec<u8> = match self {
-            #[cfg(feature = "gzip")]
-            Encoder::Gzip(e) => {
-                e.write_all(data)?;
-                e.get_mut()
-            }
-            #[cfg(feature = "brotli")]
-            Encoder::Brotli(e) => {
-                e.write_all(data)?;
-                e.get_mut()
-            }
-            #[cfg(not(all(feature = "gzip", feature = "brotli")))]
-            Encoder::Unbuilt(never) => match *never {},
-        };
-        Ok(Bytes::from(std::mem::take(out)))
-    }
-
-    /// The rest of the output, the trailer included.
-    pub fn finish(self) -> std::io::Result<Bytes> {
-        match self {
-            #[cfg(feature = "gzip")]
-            Encoder::Gzip(e) => e.finish().map(Bytes::from),
-            #[cfg(feature = "brotli")]
-            Encoder::Brotli(e) => Ok(Bytes::from(e.into_inner())),
-            #[cfg(not(all(feature = "gzip", feature = "brotli")))]
-            Encoder::Unbuilt(never) => match never {},
-        }
-    }
-}
-
-/// Compresses a whole body at once.
-pub(crate) fn compress_now(coding: Coding, data: &[u8]) -> std::io::Result<Bytes> {
-    let mut e = Encoder::new(coding)?;
-    let head = e.push(data)?;
-    let tail = e.finish()?;
-    if head.is_empty() {
-        return Ok(tail);
-    }
-    let mut all = Vec::with_capacity(head.len() + tail.len());
-    all.extend_from_slice(&head);
-    all.extend_from_slice(&tail);
-    Ok(Bytes::from(all))
-}
-
 /// Compresses a whole body: small ones here, large ones on the blocking pool. None if
 /// it failed or came out no smaller (then the original is sent).
 pub(crate) async fn compress(coding: Coding, body: Bytes) -> Option<Bytes> {
@@ -331,38 +188,6 @@ mod tests {
     #[allow(unused_imports)]
     use std::io::Read;
 
-    fn hv(s: &'static str) -> HeaderValue {
-        HeaderValue::from_static(s)
-    }
-
-    #[test]
-    fn negotiation_honours_q_values_and_prefers_brotli_on_a_tie() {
-        let both = GZIP | BR;
-        assert_eq!(negotiate(Some(&hv("gzip, deflate, br")), both), Some(Coding::Brotli));
-        assert_eq!(negotiate(Some(&hv("gzip;q=1.0, br;q=0.5")), both), Some(Coding::Gzip));
-        assert_eq!(negotiate(Some(&hv("br;q=0, gzip;q=0.1")), both), Some(Coding::Gzip));
-        assert_eq!(negotiate(Some(&hv("br;q=0, gzip;q=0")), both), None);
-        assert_eq!(negotiate(Some(&hv("*")), both), Some(Coding::Brotli));
-        assert_eq!(negotiate(Some(&hv("*;q=0.5, br;q=0")), both), Some(Coding::Gzip));
-        assert_eq!(negotiate(Some(&hv("identity")), both), None);
-        assert_eq!(negotiate(Some(&hv("gzip, br")), GZIP), Some(Coding::Gzip));
-        assert_eq!(negotiate(Some(&hv("X-GZIP")), both), Some(Coding::Gzip));
-        assert_eq!(negotiate(Some(&hv("BR;Q=0.9, GZIP;Q=0.8")), both), Some(Coding::Brotli));
-        assert_eq!(negotiate(Some(&hv("identity, deflate")), both), None);
-        assert_eq!(negotiate(None, both), None);
-        assert_eq!(negotiate(Some(&hv("br")), GZIP), None);
-        assert_eq!(negotiate(Some(&hv("br;q=abc, gzip")), both), Some(Coding::Gzip));
-        assert_eq!(negotiate(Some(&hv("x-gzip")), both), Some(Coding::Gzip));
-        assert_eq!(negotiate(Some(&hv("br;q=0.001, gzip;q=0.0009")), both), Some(Coding::Brotli));
-        assert_eq!(negotiate(Some(&hv("br;q=1.5, gzip;q=0.2")), both), Some(Coding::Gzip));
-        assert_eq!(qvalue("0.5"), Some(500));
-        assert_eq!(qvalue("1.000"), Some(1000));
-        assert_eq!(qvalue("1.001"), None);
-        assert_eq!(qvalue("0."), Some(0));
-        assert_eq!(qvalue(".5"), None);
-        assert_eq!(negotiate(None, both), None);
-    }
-
     #[test]
     fn only_text_like_types_are_compressible() {
         for t in ["text/html; charset=utf-8", "application/json", "application/ld+json", "image/svg+xml", "application/javascript"] {
@@ -386,6 +211,25 @@ mod tests {
         brotli::Decompressor::new(&br[..], 4096).read_to_end(&mut back).unwrap();
         assert_eq!(back, data);
         assert!(br.len() < data.len() / 4 && gz.len() < data.len() / 4);
+    }
+
+    /// zstd, whole and streamed (the encoder of large static files): both decode to the
+    /// input, and the whole-body frame states its length.
+    #[cfg(feature = "zstd")]
+    #[test]
+    fn zstd_round_trips_whole_and_streamed() {
+        let data: Vec<u8> = (0..100_000u32).flat_map(|i| format!("line {i}\n").into_bytes()).collect();
+        let whole = compress_now(Coding::Zstd, &data).unwrap();
+        assert_eq!(zstd::zstd_safe::get_frame_content_size(&whole).ok(), Some(Some(data.len() as u64)));
+        assert_eq!(zstd::stream::decode_all(&whole[..]).unwrap(), data);
+        assert!(whole.len() < data.len() / 4);
+        let mut e = Encoder::new(Coding::Zstd).unwrap();
+        let mut streamed = Vec::new();
+        for chunk in data.chunks(128 * 1024) {
+            streamed.extend_from_slice(&e.push(chunk).unwrap());
+        }
+        streamed.extend_from_slice(&e.finish().unwrap());
+        assert_eq!(zstd::stream::decode_all(&streamed[..]).unwrap(), data);
     }
 
     /// A large body is compressed on the blocking pool: on a one-thread runtime, a task
