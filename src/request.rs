@@ -160,79 +160,54 @@ pub struct Parts<'a> {
 
 /// One heap block for the request's views and text: the header and parameter views
 /// first (`HeaderView`s), the text after them. One allocation per request where a text
-/// block and a view vector took two (three with route parameters).
+/// block and a view vector took two (three with route parameters), and none when the
+/// thread's spare block has room.
 ///
-/// While it is built, pieces of text are appended and their views recorded as offsets,
-/// since the block may still grow (and move); `view` turns them into pointers once it
-/// is complete. One pass over the headers, where sizing the block exactly first took two.
+/// Sized exactly before anything is written (a first pass over the headers adds up their
+/// lengths), so it never grows while it is filled and every view is a pointer at once:
+/// growing and then turning recorded offsets into pointers cost more than that pass.
 struct Block {
-    /// Words, so that the views at the start are aligned; `words.len()` covers `len`.
+    /// Words, so that the views at the start are aligned.
     words: Vec<MaybeUninit<u64>>,
-    /// Bytes used: the view area, then the text so far.
-    len: usize,
 }
 
 const WORD: usize = std::mem::size_of::<u64>();
 
-impl Block {
-    /// In `words`, a block of an earlier request whose room is reused.
-    fn new(mut words: Vec<MaybeUninit<u64>>, views: usize, text: usize) -> Block {
-        let len = views * std::mem::size_of::<HeaderView>();
-        words.clear();
-        words.reserve((len + text).div_ceil(WORD));
-        // SAFETY: MaybeUninit needs no initialisation.
-        unsafe { words.set_len(len.div_ceil(WORD)) };
-        Block { words, len }
-    }
+/// Writes text into a block sized for all of it.
+struct Filler {
+    base: *mut u8,
+    at: usize,
+    end: usize,
+}
 
+impl Filler {
     /// Appends `s` and a NUL after it (not counted in the view): the text views are
     /// then C strings too, and a binding can split the whole text at once (see
     /// `RequestInfo`).
+    #[inline]
     fn push(&mut self, s: &[u8]) -> StrView {
-        let start = self.len;
-        let end = start + s.len();
-        let need = (end + 1).div_ceil(WORD);
-        if need > self.words.len() {
-            self.words.reserve(need - self.words.len());
-            // SAFETY: reserved above; MaybeUninit needs no initialisation.
-            unsafe { self.words.set_len(need) };
-        }
-        // SAFETY: `start..=end` lies inside the block's `need` words.
+        assert!(s.len() < self.end - self.at, "the block was sized for all the text");
+        // SAFETY: `at..=at + len` lies inside the block (checked above), which nothing
+        // else refers to while it is filled.
         unsafe {
-            let at = self.words.as_mut_ptr().cast::<u8>().add(start);
-            std::ptr::copy_nonoverlapping(s.as_ptr(), at, s.len());
-            at.add(s.len()).write(0);
+            let dst = self.base.add(self.at);
+            std::ptr::copy_nonoverlapping(s.as_ptr(), dst, s.len());
+            dst.add(s.len()).write(0);
+            self.at += s.len() + 1;
+            StrView { ptr: dst.cast(), len: s.len() }
         }
-        self.len = end + 1;
-        StrView { ptr: std::ptr::without_provenance(start), len: s.len() }
     }
+}
 
-    /// A view recorded by `push`, as a pointer into the finished block.
-    fn view(&self, v: StrView) -> StrView {
-        // SAFETY: `v.ptr` is an offset `push` returned, with `v.len` bytes after it
-        // inside the block.
-        StrView { ptr: unsafe { self.words.as_ptr().cast::<u8>().add(v.ptr as usize) }.cast(), len: v.len }
-    }
-
-    /// Stores the finished view `v` as view number `i` of the view area.
-    fn set(&mut self, i: usize, v: HeaderView) {
-        debug_assert!((i + 1) * std::mem::size_of::<HeaderView>() <= self.words.len() * WORD);
-        // SAFETY: the view area holds every view `new` was told of; words are 8-aligned,
-        // as a HeaderView needs.
-        unsafe { self.words.as_mut_ptr().cast::<HeaderView>().add(i).write(v) }
-    }
-
+impl Block {
     fn views(&self, from: usize, count: usize) -> &[HeaderView] {
         if count == 0 {
             return &[];
         }
-        // SAFETY: views `from..from + count` were all written by `set`.
+        // SAFETY: views `from..from + count` were all written by `fill`.
         unsafe { std::slice::from_raw_parts(self.words.as_ptr().cast::<HeaderView>().add(from), count) }
     }
 }
-
-/// Room guessed per header (name and value) before the block has to grow.
-const HEADER_ROOM: usize = 64;
 
 thread_local! {
     /// The data block of this thread's last request answered during its inline call, kept
@@ -241,18 +216,46 @@ thread_local! {
     static SPARE: std::cell::Cell<Option<Arc<RequestData>>> = const { std::cell::Cell::new(None) };
 }
 
+const NO_INFO: RequestInfo = RequestInfo {
+    size: std::mem::size_of::<RequestInfo>(),
+    id: 0,
+    method: StrView::EMPTY,
+    path: StrView::EMPTY,
+    query: StrView::EMPTY,
+    body: StrView::EMPTY,
+    remote_addr: StrView::EMPTY,
+    route: StrView::EMPTY,
+    headers: std::ptr::null(),
+    header_count: 0,
+    params: std::ptr::null(),
+    param_count: 0,
+    http_version: 0,
+    content_length: -1,
+    flags: 0,
+    scheme: StrView::EMPTY,
+    peer_addr: StrView::EMPTY,
+};
+
 impl RequestData {
     pub fn new(p: Parts<'_>) -> RequestData {
-        Self::build(Vec::new(), p)
+        let mut data = RequestData {
+            block: Block { words: Vec::new() },
+            body: Bytes::new(),
+            header_count: 0,
+            param_count: 0,
+            info: NO_INFO,
+            _budget: None,
+            _held: None,
+        };
+        data.fill(p);
+        data
     }
 
     /// Like `Arc::new(RequestData::new(p))`, in this thread's spare block if it has one.
     pub(crate) fn shared(p: Parts<'_>) -> Arc<RequestData> {
         match SPARE.with(|s| s.take()) {
             Some(mut spare) => {
-                let data = Arc::get_mut(&mut spare).expect("a spare is held only by the thread");
-                let words = std::mem::take(&mut data.block.words);
-                *data = Self::build(words, p);
+                Arc::get_mut(&mut spare).expect("a spare is held only by the thread").fill(p);
                 spare
             }
             None => Arc::new(Self::new(p)),
@@ -270,58 +273,61 @@ impl RequestData {
         SPARE.with(|s| s.set(Some(data)));
     }
 
-    fn build(words: Vec<MaybeUninit<u64>>, p: Parts<'_>) -> RequestData {
-        let size = p.method.len()
+    /// Writes the request into this data's block (reused, grown if it is too small).
+    fn fill(&mut self, p: Parts<'_>) {
+        let (header_count, param_count) = (p.headers.len(), p.params.len());
+        let text = p.method.len()
             + p.path.len()
             + p.query.len()
             + p.remote_addr.len()
             + p.route.len()
-            + p.headers.len() * HEADER_ROOM
+            + p.headers.iter().map(|(k, v)| k.as_str().len() + v.len()).sum::<usize>()
             + p.params.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>()
             + p.scheme.len()
             + p.peer_addr.len()
             + 7
-            + 2 * (p.headers.len() + p.params.len()); // the NULs
-        let (header_count, param_count) = (p.headers.len(), p.params.len());
-        let mut t = Block::new(words, header_count + param_count, size);
-        let method = t.push(p.method.as_bytes());
-        let path = t.push(p.path.as_bytes());
-        let query = t.push(p.query.as_bytes());
-        let remote = t.push(p.remote_addr.as_bytes());
-        let route = t.push(p.route.as_bytes());
+            + 2 * (header_count + param_count); // the NULs
+        let views = (header_count + param_count) * std::mem::size_of::<HeaderView>();
+        let words = &mut self.block.words;
+        words.clear();
+        words.reserve((views + text).div_ceil(WORD));
+        // SAFETY: reserved above; MaybeUninit needs no initialisation.
+        unsafe { words.set_len((views + text).div_ceil(WORD)) };
+        let base = words.as_mut_ptr().cast::<u8>();
+        let view_at = base.cast::<HeaderView>();
+        let mut t = Filler { base, at: views, end: views + text };
+        let (method, path, query, remote_addr, route) =
+            (t.push(p.method.as_bytes()), t.push(p.path.as_bytes()), t.push(p.query.as_bytes()), t.push(p.remote_addr.as_bytes()), t.push(p.route.as_bytes()));
         let mut i = 0;
-        for (k, v) in p.headers {
+        for (k, v) in p.headers.iter().take(header_count) {
             let view = HeaderView { name: t.push(k.as_str().as_bytes()), value: t.push(v.as_bytes()) };
-            t.set(i, view);
+            // SAFETY: the view area holds `header_count + param_count` views; words are
+            // 8-aligned, as a HeaderView needs.
+            unsafe { view_at.add(i).write(view) };
             i += 1;
         }
+        assert_eq!(i, header_count, "a header map yields as many headers as it counts");
         for (k, v) in p.params {
             let view = HeaderView { name: t.push(k.as_bytes()), value: t.push(v.as_bytes()) };
-            t.set(i, view);
+            // SAFETY: as above.
+            unsafe { view_at.add(i).write(view) };
             i += 1;
         }
-        let scheme = t.push(p.scheme.as_bytes());
-        let peer_addr = t.push(p.peer_addr.as_bytes());
-        // From here on the block never changes, so the views stay valid for its life.
-        for i in 0..header_count + param_count {
-            let h = t.views(i, 1)[0];
-            t.set(i, HeaderView { name: t.view(h.name), value: t.view(h.value) });
-        }
-        let (method, path, query, remote, route, scheme, peer_addr) =
-            (t.view(method), t.view(path), t.view(query), t.view(remote), t.view(route), t.view(scheme), t.view(peer_addr));
-        let (headers, params) = (t.views(0, header_count), t.views(header_count, param_count));
-        let info = RequestInfo {
+        let (scheme, peer_addr) = (t.push(p.scheme.as_bytes()), t.push(p.peer_addr.as_bytes()));
+        self.header_count = header_count;
+        self.param_count = param_count;
+        self.info = RequestInfo {
             size: std::mem::size_of::<RequestInfo>(),
             id: p.id,
             method,
             path,
             query,
             body: StrView::of(&p.body),
-            remote_addr: remote,
+            remote_addr,
             route,
-            headers: if headers.is_empty() { std::ptr::null() } else { headers.as_ptr() },
+            headers: if header_count == 0 { std::ptr::null() } else { view_at },
             header_count,
-            params: if params.is_empty() { std::ptr::null() } else { params.as_ptr() },
+            params: if param_count == 0 { std::ptr::null() } else { view_at.wrapping_add(header_count) },
             param_count,
             http_version: p.http_version,
             content_length: p.content_length.and_then(|n| i64::try_from(n).ok()).unwrap_or(-1),
@@ -329,7 +335,7 @@ impl RequestData {
             scheme,
             peer_addr,
         };
-        RequestData { block: t, body: p.body, header_count, param_count, info, _budget: None, _held: None }
+        self.body = p.body;
     }
 
     /// Fresh from `shared`, so held by the caller alone.
@@ -339,6 +345,11 @@ impl RequestData {
             d._held = Some(held);
         }
         data
+    }
+
+    /// The handle, once the registry has given one (`registry::begin_here`).
+    pub(crate) fn set_id(&mut self, id: u64) {
+        self.info.id = id;
     }
 
     fn header_views(&self) -> &[HeaderView] {

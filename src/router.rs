@@ -43,6 +43,10 @@ pub enum Match<'a> {
 #[derive(Default)]
 pub struct Router {
     paths: matchit::Router<usize>,
+    /// The patterns without parameters, by their text: one hash lookup answers the usual
+    /// request before matchit's walk and its parameter list (matchit gives a literal
+    /// segment precedence over a parameter, so a path found here is the one it finds).
+    exact: foldhash::HashMap<Box<str>, usize>,
     entries: Vec<PathEntry>,
 }
 
@@ -72,6 +76,9 @@ impl Router {
                 self.paths
                     .insert(pattern, self.entries.len())
                     .map_err(|e| Error::new(ErrorKind::Route, format!("route pattern {pattern:?}: {e}")))?;
+                if !pattern.contains(['{', '}']) {
+                    self.exact.insert(pattern.into(), self.entries.len());
+                }
                 self.entries.push(PathEntry { pattern: pattern.to_owned(), any: None, methods: Vec::new(), ws: None });
                 self.entries.len() - 1
             }
@@ -108,9 +115,15 @@ impl Router {
         } else {
             path
         };
-        let Ok(found) = self.paths.at(path) else { return Match::NotFound };
-        let entry = &self.entries[*found.value];
-        let params = || found.params.iter().map(|(k, v)| (k.to_owned(), percent_decode(v))).collect();
+        let (index, found) = match self.exact.get(path) {
+            Some(&index) => (index, None),
+            None => match self.paths.at(path) {
+                Ok(found) => (*found.value, Some(found.params)),
+                Err(_) => return Match::NotFound,
+            },
+        };
+        let entry = &self.entries[index];
+        let params = || found.as_ref().map_or_else(Vec::new, |p| p.iter().map(|(k, v)| (k.to_owned(), percent_decode(v))).collect());
         if let Some(ws) = entry.ws.as_ref().filter(|_| upgrade) {
             return Match::Found { endpoint: ws, route: &entry.pattern, params: params() };
         }
@@ -129,6 +142,7 @@ impl Router {
     /// Drops every handler, which runs each registration's release callback.
     pub fn clear(&mut self) {
         self.entries.clear();
+        self.exact.clear();
         self.paths = matchit::Router::new();
     }
 }
@@ -283,6 +297,25 @@ mod tests {
             Match::Found { params, .. } => assert_eq!(params[0].1, "a/b.txt"),
             _ => panic!("expected a match"),
         }
+    }
+
+    #[test]
+    fn a_literal_path_beside_a_parameter_is_found_either_way() {
+        let mut r = Router::new();
+        r.add(Some(Method::GET), "/users/{id}", h()).unwrap();
+        r.add(Some(Method::GET), "/users/new", h()).unwrap();
+        r.add(Some(Method::GET), "/a{{b}}", h()).unwrap();
+        r.add(None, "/{*rest}", h()).unwrap();
+        let route = |path: &str| match r.find(&Method::GET, path, false) {
+            Match::Found { route, params, .. } => (route.to_string(), params),
+            _ => panic!("expected a match for {path}"),
+        };
+        assert_eq!(route("/users/new"), ("/users/new".to_string(), vec![]));
+        assert_eq!(route("/users/old"), ("/users/{id}".to_string(), vec![("id".to_string(), "old".to_string())]));
+        assert_eq!(route("/a{b}").0, "/a{{b}}");
+        assert_eq!(route("/users/new/").0, "/{*rest}");
+        // matchit's catch-all needs at least one character.
+        assert!(matches!(r.find(&Method::GET, "/", false), Match::NotFound));
     }
 
     #[test]

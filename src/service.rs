@@ -105,7 +105,7 @@ fn answer_now(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incoming
     if !req.body().is_end_stream() {
         return Err(general(run, conn, req));
     }
-    let (mut parts, body) = req.into_parts();
+    let (parts, body) = req.into_parts();
     let (handler, pool, route, params) = match route(run, &parts, head) {
         Err(a) => return Ok((a, None)),
         Ok((endpoint @ Endpoint::Http { handler, stream_body: false, pool }, route, params)) => {
@@ -117,14 +117,31 @@ fn answer_now(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incoming
         // WebSocket upgrades and bodies read in pieces: the general path (it routes again).
         Ok(_) => return Err(general(run, conn, http::Request::from_parts(parts, body))),
     };
-    let id = registry::begin_here(run.server_id);
+    // Inline dispatch: the data is attached as the handle is made (one hold of the
+    // registry's lock instead of two); it learns its handle there.
+    let inline = run.dispatcher.is_inline();
+    let mut data = request_data(run, conn, &parts, 0, route, &params, Bytes::new(), declared, 0, None);
+    let id = registry::begin_here(run.server_id, inline.then_some(&mut data));
     let mut pending = Pending(id);
-    let data = request_data(run, conn, &parts, id, route, &params, Bytes::new(), declared, 0, None);
-    crate::response::lend_map(std::mem::take(&mut parts.headers));
+    // The request's map goes to the answer; the rest of the request is done with. Taken
+    // apart rather than dropped whole: the empty map `take` would leave in its place owns
+    // no memory, and dropping it walked its empty parts.
+    let http::request::Parts { method, uri, headers, extensions, .. } = parts;
+    crate::response::lend_map(headers);
+    drop((method, uri, extensions));
     run.counters.active_requests.fetch_add(1, Relaxed);
     let active = ActiveNow(run);
     let here = registry::Here::enter(id);
-    let refused = dispatch(run, id, handler, data.clone(), pool);
+    let refused = if inline {
+        handler::invoke(run.server_id, &handler, &Request { data: data.clone() }, &run.log);
+        None
+    } else {
+        // The data's handle was not known when it was built.
+        if let Some(d) = Arc::get_mut(&mut data) {
+            d.set_id(id);
+        }
+        dispatch(run, id, handler, data.clone(), pool)
+    };
     if let Some(a) = here.leave() {
         // Only a claim puts an answer here: the request has left Pending for good.
         pending.0 = 0;

@@ -65,8 +65,7 @@ pub(crate) async fn serve(
     let last_word = {
         let work = drive_any(stream, tls, state.clone(), run.clone(), shutdown, polite.clone());
         tokio::pin!(work);
-        let sleep = tokio::time::sleep(Duration::from_secs(3600));
-        tokio::pin!(sleep);
+        let mut sleep = signals::WhenWoken::new(tokio::time::sleep(Duration::from_secs(3600)));
         let mut asked = false;
         let mut looked_again = false;
         loop {
@@ -102,12 +101,12 @@ pub(crate) async fn serve(
             match verdict {
                 Verdict::Wait(ms) => {
                     let ms = ms.min(tick(&run.limits));
-                    sleep.as_mut().reset(tokio::time::Instant::now() + Duration::from_millis(ms));
+                    sleep.rearm().reset(tokio::time::Instant::now() + Duration::from_millis(ms));
                 }
                 Verdict::Idle if state.is_h2.load(Relaxed) && !asked => {
                     asked = true;
                     polite.notify_one();
-                    sleep.as_mut().reset(tokio::time::Instant::now() + POLITE_GRACE);
+                    sleep.rearm().reset(tokio::time::Instant::now() + POLITE_GRACE);
                 }
                 Verdict::Idle | Verdict::Close => break None,
                 Verdict::Flood => {

@@ -3,6 +3,7 @@
 //! `tokio::select!` polls every branch each time the task wakes, which is once or more per
 //! request: the two signal futures cost more instructions per request than the engine's
 //! routing (bench/hotpath.sh). Here they are polled only when their own waker fired.
+//! `WhenWoken` does the same for the watchdog's timer beside the connection.
 
 use futures_util::task::AtomicWaker;
 use std::future::Future;
@@ -62,6 +63,46 @@ impl<C: Future, A: Future, B: Future> Future for ConnOrSignal<'_, C, A, B> {
             if this.a.as_mut().poll(&mut side_cx).is_ready() || this.b.as_mut().poll(&mut side_cx).is_ready() {
                 return Poll::Ready(true);
             }
+        }
+        Poll::Pending
+    }
+}
+
+/// A future polled only when its own waker fired, or once after `rearm`. The watchdog's
+/// timer beside the connection: `tokio::select!` polled the `Sleep` (its clock handle, the
+/// task budget) on every wake-up of the connection, once or more per request.
+pub(crate) struct WhenWoken<F> {
+    inner: Pin<Box<F>>,
+    side: Arc<Side>,
+    waker: Waker,
+}
+
+impl<F: Future> WhenWoken<F> {
+    pub fn new(inner: F) -> Self {
+        // Woken to begin with: the first poll registers the inner future's waker.
+        let side = Arc::new(Side { woken: AtomicBool::new(true), task: AtomicWaker::new() });
+        let waker = Waker::from(side.clone());
+        WhenWoken { inner: Box::pin(inner), side, waker }
+    }
+
+    /// The inner future, changed in a way that needs a poll to take effect (a timer
+    /// reset): it is polled on the next poll of this.
+    pub fn rearm(&mut self) -> Pin<&mut F> {
+        self.side.woken.store(true, Ordering::Release);
+        self.inner.as_mut()
+    }
+}
+
+impl<F: Future> Future for WhenWoken<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.get_mut();
+        // Registered before the flag is read: a wake in between is seen now or wakes
+        // the task again.
+        this.side.task.register(cx.waker());
+        if this.side.woken.swap(false, Ordering::AcqRel) {
+            return this.inner.as_mut().poll(&mut Context::from_waker(&this.waker));
         }
         Poll::Pending
     }

@@ -88,8 +88,11 @@ pub unsafe extern "C" fn ember_request_respond(
 /// The body is made only after the claim, so a copy is never wasted on a refused answer.
 fn deliver(req: ember_request, status: u16, headers: *const c_char, headers_len: usize, body: impl FnOnce() -> Bytes) -> Result<()> {
     let head = args::bytes(headers.cast(), headers_len, "headers")?;
-    let answer = response::answer(status, head, Bytes::new())?;
-    registry::claim(req)?.send(crate::request::Answer { body: body(), ..answer })
+    let mut answer = response::answer(status, head, Bytes::new())?;
+    let claim = registry::claim(req)?;
+    // Set in place: a new `Answer` made from the old one was a copy of the whole value.
+    answer.body = body();
+    claim.send(answer)
 }
 
 /// Like `ember_request_respond`, but the body is not copied.

@@ -6,13 +6,15 @@
 use crate::error::{Error, ErrorKind, Result};
 use crate::exchange::Exchange;
 use crate::request::{Answer, RequestData};
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use tokio::sync::oneshot;
 
+mod errors;
 mod here;
+use errors::{invalid, not_pending};
 pub(crate) use here::Here;
 
 const SHARDS: usize = 16;
@@ -71,24 +73,61 @@ fn split(id: u64) -> Option<(usize, usize, u32)> {
     (generation != 0 && shard < SHARDS).then_some((shard, index, generation))
 }
 
-fn invalid(id: u64) -> Error {
-    Error::new(ErrorKind::InvalidHandle, format!("request handle {id:#x} is not one this library issued or is too old"))
+/// A handle's slot, its shard locked: the one place a handle is turned into its slot
+/// (split, shard, generation check). Slots never move while the shard is locked.
+struct Live {
+    shard: MutexGuard<'static, Shard>,
+    index: usize,
+}
+
+impl Live {
+    #[inline]
+    fn slot(&mut self) -> &mut Slot {
+        // SAFETY: `live_slot` checked the index, and slots are only ever pushed (never
+        // removed) while their shard is locked, which it is for this value's life.
+        unsafe { self.shard.slots.get_unchecked_mut(self.index) }
+    }
+
+    /// The slot goes to the free queue (reused after `REUSE_AFTER` others).
+    fn free(&mut self) {
+        let index = self.index as u32;
+        self.shard.free.push_back(index);
+    }
+}
+
+/// The live slot of `id`, or `InvalidHandle` for a handle this library did not issue or
+/// whose slot was reused.
+#[inline]
+fn live_slot(id: u64) -> Result<Live> {
+    found(id).ok_or_else(|| invalid(id))
+}
+
+#[inline]
+fn found(id: u64) -> Option<Live> {
+    let (shard_no, index, generation) = split(id)?;
+    let shard = TABLE.shards[shard_no].lock();
+    match shard.slots.get(index) {
+        Some(slot) if slot.generation == generation => Some(Live { shard, index }),
+        _ => None,
+    }
 }
 
 /// Reserves a slot for one of `server`'s requests; the answer arrives on the receiver.
 pub(crate) fn begin(server: u64) -> (u64, oneshot::Receiver<Answer>) {
     let (tx, rx) = oneshot::channel();
-    (reserve(server, Some(tx)), rx)
+    (reserve(server, Some(tx), None), rx)
 }
 
 /// Reserves a slot for a request whose handler is about to be called on this thread
 /// (under a `Here`): an answer given during the call comes back through `Here::leave`;
-/// otherwise `arm` makes the channel.
-pub(crate) fn begin_here(server: u64) -> u64 {
-    reserve(server, None)
+/// otherwise `arm` makes the channel. `data`, fresh and held by the caller alone: the
+/// request's data, given its handle and attached as seen by the host (inline dispatch,
+/// whose handler runs next), in the same hold of the lock.
+pub(crate) fn begin_here(server: u64, data: Option<&mut Arc<RequestData>>) -> u64 {
+    reserve(server, None, data)
 }
 
-fn reserve(server: u64, tx: Option<oneshot::Sender<Answer>>) -> u64 {
+fn reserve(server: u64, tx: Option<oneshot::Sender<Answer>>, data: Option<&mut Arc<RequestData>>) -> u64 {
     let shard_no = TABLE.next.fetch_add(1, Ordering::Relaxed) % SHARDS;
     let mut shard = TABLE.shards[shard_no].lock();
     let state = State::Pending { tx, data: None, seen: false };
@@ -105,19 +144,23 @@ fn reserve(server: u64, tx: Option<oneshot::Sender<Answer>>) -> u64 {
         shard.slots.push(Slot { generation: 1, server, state, parked: None, ex: None });
         (shard.slots.len() - 1) as u32
     };
-    let generation = shard.slots[index as usize].generation;
-    (generation as u64) << 32 | (shard_no as u64) << INDEX_BITS | index as u64
+    let slot = &mut shard.slots[index as usize];
+    let id = (slot.generation as u64) << 32 | (shard_no as u64) << INDEX_BITS | index as u64;
+    if let Some(data) = data {
+        Arc::get_mut(data).expect("fresh request data is held by its builder alone").set_id(id);
+        slot.state = State::Pending { tx: None, data: Some(data.clone()), seen: true };
+    }
+    id
 }
 
 /// After the call of a request begun `here` that did not answer during it: the receiver
 /// of its answer, or None when it ended without one (the monitor expired it).
 pub(crate) fn arm(id: u64) -> Option<oneshot::Receiver<Answer>> {
-    let (shard_no, index, generation) = split(id)?;
-    let mut shard = TABLE.shards[shard_no].lock();
-    let slot = shard.slots.get_mut(index).filter(|s| s.generation == generation)?;
+    let mut live = found(id)?;
+    let slot = live.slot();
     if let Some((rx, free)) = slot.parked.take() {
         if free {
-            shard.free.push_back(index as u32);
+            live.free();
         }
         return Some(rx);
     }
@@ -167,28 +210,7 @@ pub(crate) fn deliver(id: u64) -> Option<Arc<RequestData>> {
 }
 
 fn with_slot<T>(id: u64, f: impl FnOnce(&mut Slot) -> Result<T>) -> Result<T> {
-    let (shard, index, generation) = split(id).ok_or_else(|| invalid(id))?;
-    let mut guard = TABLE.shards[shard].lock();
-    match guard.slots.get_mut(index) {
-        Some(slot) if slot.generation == generation => f(slot),
-        _ => Err(invalid(id)),
-    }
-}
-
-fn not_pending(id: u64, state: &State) -> Error {
-    match state {
-        State::Answered => Error::new(ErrorKind::AlreadyAnswered, format!("request {id:#x} was already answered")),
-        State::Streaming { .. } => Error::new(ErrorKind::AlreadyAnswered, format!("request {id:#x} is already answering with a stream")),
-        State::TimedOut(_) => Error::new(ErrorKind::TimedOut, format!("request {id:#x} was already answered by the handler timeout")),
-        State::Refused(ErrorKind::TooLarge, _) => {
-            Error::new(ErrorKind::TooLarge, format!("request {id:#x}: the body passed the limit; the engine answered 413"))
-        }
-        State::Refused(ErrorKind::ClientGone, _) => {
-            Error::new(ErrorKind::ClientGone, format!("request {id:#x}: the body broke off (bad framing or a reset); the engine answered 400"))
-        }
-        State::Refused(kind, _) => Error::new(*kind, format!("request {id:#x}: the body arrived too slowly; the engine answered 408")),
-        _ => Error::new(ErrorKind::ClientGone, format!("request {id:#x}: the client disconnected or the server stopped")),
-    }
+    f(live_slot(id)?.slot())
 }
 
 /// The request's data while the host may still use it (waiting for its answer, or
@@ -204,19 +226,14 @@ pub(crate) fn data(id: u64) -> Result<Arc<RequestData>> {
 /// A request that ended without the host reports why (and releases its data: the host
 /// has been told).
 pub(crate) fn exchange(id: u64) -> Result<Arc<Exchange>> {
-    let (shard_no, index, generation) = split(id).ok_or_else(|| invalid(id))?;
-    let mut shard = TABLE.shards[shard_no].lock();
-    let slot = match shard.slots.get_mut(index) {
-        Some(slot) if slot.generation == generation => slot,
-        _ => return Err(invalid(id)),
-    };
+    let mut live = live_slot(id)?;
+    let slot = live.slot();
     match &slot.state {
         State::Pending { .. } | State::Streaming { .. } => {}
         _ => {
             let err = not_pending(id, &slot.state);
-            let freed = acknowledge(slot);
-            if freed {
-                shard.free.push_back(index as u32);
+            if acknowledge(slot) {
+                live.free();
             }
             return Err(err);
         }
@@ -247,12 +264,8 @@ fn acknowledge(slot: &mut Slot) -> bool {
 /// the host's answer (timeout, gone) keeps its data if the host has seen the handle: the
 /// host's next answer attempt releases it. One the host never saw is freed at once.
 fn retire(id: u64, to: Retire) -> Result<(Option<To>, Option<Arc<Exchange>>)> {
-    let (shard_no, index, generation) = split(id).ok_or_else(|| invalid(id))?;
-    let mut shard = TABLE.shards[shard_no].lock();
-    let slot = match shard.slots.get_mut(index) {
-        Some(slot) if slot.generation == generation => slot,
-        _ => return Err(invalid(id)),
-    };
+    let mut live = live_slot(id)?;
+    let slot = live.slot();
     let old = std::mem::replace(&mut slot.state, State::Answered);
     let (result, reusable) = match old {
         State::Pending { tx, data, seen } => {
@@ -323,7 +336,7 @@ fn retire(id: u64, to: Retire) -> Result<(Option<To>, Option<Arc<Exchange>>)> {
         }
     };
     if reusable {
-        shard.free.push_back(index as u32);
+        live.free();
     }
     result
 }
@@ -373,12 +386,8 @@ pub(crate) fn claim_stream(id: u64) -> Result<(Claim, Arc<Exchange>)> {
 
 /// The exchange of a request that is streaming its answer, for a write or its end.
 pub(crate) fn streaming(id: u64) -> Result<Arc<Exchange>> {
-    let (shard_no, index, generation) = split(id).ok_or_else(|| invalid(id))?;
-    let mut shard = TABLE.shards[shard_no].lock();
-    let slot = match shard.slots.get_mut(index) {
-        Some(slot) if slot.generation == generation => slot,
-        _ => return Err(invalid(id)),
-    };
+    let mut live = live_slot(id)?;
+    let slot = live.slot();
     match (&slot.state, &slot.ex) {
         (State::Streaming { .. }, Some(ex)) => Ok(ex.clone()),
         (State::Pending { .. }, _) => {
@@ -387,7 +396,7 @@ pub(crate) fn streaming(id: u64) -> Result<Arc<Exchange>> {
         (state, _) => {
             let err = not_pending(id, state);
             if acknowledge(slot) {
-                shard.free.push_back(index as u32);
+                live.free();
             }
             Err(err)
         }
@@ -396,16 +405,12 @@ pub(crate) fn streaming(id: u64) -> Result<Arc<Exchange>> {
 
 /// The host ended its streamed answer: its views are released.
 pub(crate) fn end_stream(id: u64) -> Result<Arc<Exchange>> {
-    let (shard_no, index, generation) = split(id).ok_or_else(|| invalid(id))?;
-    let mut shard = TABLE.shards[shard_no].lock();
-    let slot = match shard.slots.get_mut(index) {
-        Some(slot) if slot.generation == generation => slot,
-        _ => return Err(invalid(id)),
-    };
+    let mut live = live_slot(id)?;
+    let slot = live.slot();
     match (&slot.state, slot.ex.take()) {
         (State::Streaming { .. }, Some(ex)) => {
             slot.state = State::Answered;
-            shard.free.push_back(index as u32);
+            live.free();
             Ok(ex)
         }
         (state, ex) => {
@@ -415,7 +420,7 @@ pub(crate) fn end_stream(id: u64) -> Result<Arc<Exchange>> {
             };
             slot.ex = ex;
             if !matches!(slot.state, State::Pending { .. }) && acknowledge(slot) {
-                shard.free.push_back(index as u32);
+                live.free();
             }
             Err(err)
         }

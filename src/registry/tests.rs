@@ -101,7 +101,7 @@ fn garbage_handles_are_invalid_not_crashes() {
 
 #[test]
 fn an_answer_during_the_call_stays_on_the_thread() {
-    let id = begin_here(80);
+    let id = begin_here(80, None);
     let here = Here::enter(id);
     answer(id, ok()).unwrap();
     assert_eq!(answer(id, ok()).unwrap_err().kind, ErrorKind::AlreadyAnswered);
@@ -111,7 +111,7 @@ fn an_answer_during_the_call_stays_on_the_thread() {
 
 #[test]
 fn an_answer_from_another_thread_during_the_call_is_parked_for_arm() {
-    let id = begin_here(81);
+    let id = begin_here(81, None);
     let here = Here::enter(id);
     std::thread::spawn(move || answer(id, ok()).unwrap()).join().unwrap();
     assert!(here.leave().is_none());
@@ -122,7 +122,7 @@ fn an_answer_from_another_thread_during_the_call_is_parked_for_arm() {
 
 #[test]
 fn an_answer_after_the_call_comes_through_the_armed_channel() {
-    let id = begin_here(82);
+    let id = begin_here(82, None);
     let here = Here::enter(id);
     assert!(here.leave().is_none());
     let mut rx = arm(id).unwrap();
@@ -130,7 +130,7 @@ fn an_answer_after_the_call_comes_through_the_armed_channel() {
     std::thread::spawn(move || answer(id, ok()).unwrap()).join().unwrap();
     assert_eq!(rx.try_recv().unwrap().status, 200);
     // A request begun here that expired during its call has nothing to arm.
-    let id = begin_here(82);
+    let id = begin_here(82, None);
     let here = Here::enter(id);
     assert!(expire(id, true));
     assert!(here.leave().is_none());
@@ -140,7 +140,7 @@ fn an_answer_after_the_call_comes_through_the_armed_channel() {
 
 #[test]
 fn a_nested_call_keeps_the_outer_ones_answer_apart() {
-    let (outer, inner) = (begin_here(83), begin_here(83));
+    let (outer, inner) = (begin_here(83, None), begin_here(83, None));
     let o = Here::enter(outer);
     let i = Here::enter(inner);
     answer(inner, ok()).unwrap();

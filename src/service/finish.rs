@@ -161,6 +161,10 @@ fn to_response(answer: Answer, head_only: bool, is_h2: bool, in_flight: InFlight
     };
     let mut resp = http::Response::new(reply);
     *resp.status_mut() = http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
-    *resp.headers_mut() = headers;
+    // `Response::new` made an empty map, which owns no memory: forgotten instead of
+    // dropped, which walked its empty parts (about 60 instructions per request).
+    let empty = std::mem::replace(resp.headers_mut(), headers);
+    debug_assert_eq!(empty.capacity(), 0, "an empty map owns no memory");
+    std::mem::forget(empty);
     resp
 }
