@@ -99,6 +99,41 @@ def load(port: int, path: str, n: int) -> None:
     c.close()
 
 
+def callgrind_total(name: str, argv: list[str], env: dict, port: int, path: str, n: int) -> int:
+    """Total instructions of a server run under callgrind from its start, serving n keep-alive
+    GETs of path on one connection, then stopped. An interpreter or a managed runtime under
+    callgrind starts slowly: up to 180 s. KEEP=<prefix> keeps the profile as
+    <prefix>.<name>.<n> for callgrind_annotate."""
+    with tempfile.TemporaryDirectory() as d:
+        out = Path(d) / "callgrind.out"
+        proc = subprocess.Popen(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"] + argv,
+                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+        try:
+            wait_port(port, proc, 180)
+            load(port, path, n)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(120)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if os.environ.get("KEEP"):
+            Path(f"{os.environ['KEEP']}.{name}.{n}").write_bytes(out.read_bytes())
+        m = re.search(r"^(?:summary|totals): (\d+)", out.read_text(), re.M)
+        if not m:
+            raise RuntimeError(f"{name}: no totals in the callgrind output")
+        return int(m.group(1))
+
+
+def print_per_request(cases, measure, n1: int, n2: int) -> None:
+    """For each case, (count at n2 - count at n1) / (n2 - n1): start-up and shutdown cancel out."""
+    for case in cases:
+        a, b = measure(case, n1), measure(case, n2)
+        print(f"{case}: {(b - a) / (n2 - n1):,.0f} instructions per request "
+              f"(N1={n1}: {a:,}, N2={n2}: {b:,})", flush=True)
+
+
 def cpu_ticks(pid: int) -> int:
     """utime + stime of a process (clock ticks), its threads included."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()

@@ -21,15 +21,11 @@ build (target/release/libember.so) and valgrind.
 from __future__ import annotations
 
 import os
-import re
-import signal
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from front_cost import free_port, load, wait_port  # noqa: E402
+from front_cost import callgrind_total, free_port, print_per_request  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 N1 = int(os.environ.get("N1", "200"))
@@ -66,40 +62,17 @@ CASES = {
 
 
 def measure(case: str, n: int) -> int:
-    with tempfile.TemporaryDirectory() as d:
-        out = Path(d) / "callgrind.out"
-        port = free_port()
-        make, path = CASES[case]
-        argv, extra = make(port)
-        env = dict(os.environ, EMBER_LIBRARY=str(LIB),
-                   PYTHONPATH=str(ROOT / "bindings" / "python"), **extra)
-        proc = subprocess.Popen(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"] + argv,
-                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
-        try:
-            wait_port(port, proc, 180)  # the interpreter under callgrind starts slowly
-            load(port, path, n)
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(120)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        if os.environ.get("KEEP"):  # keep the profile for callgrind_annotate
-            Path(f"{os.environ['KEEP']}.{case}.{n}").write_bytes(out.read_bytes())
-        m = re.search(r"^(?:summary|totals): (\d+)", out.read_text(), re.M)
-        if not m:
-            raise RuntimeError(f"{case}: no totals in the callgrind output")
-        return int(m.group(1))
+    make, path = CASES[case]
+    port = free_port()
+    argv, extra = make(port)
+    env = dict(os.environ, EMBER_LIBRARY=str(LIB), PYTHONPATH=str(ROOT / "bindings" / "python"), **extra)
+    return callgrind_total(case, argv, env, port, path, n)
 
 
 def main() -> None:
     if not LIB.is_file():
         sys.exit(f"py_cost: {LIB} is missing: cargo build --release first")
-    for case in sys.argv[1:] or list(CASES):
-        a, b = measure(case, N1), measure(case, N2)
-        print(f"{case}: {(b - a) / (N2 - N1):,.0f} instructions per request "
-              f"(N1={N1}: {a:,}, N2={N2}: {b:,})", flush=True)
+    print_per_request(sys.argv[1:] or list(CASES), measure, N1, N2)
 
 
 if __name__ == "__main__":
