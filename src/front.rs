@@ -204,15 +204,14 @@ pub(crate) fn strip_marker(answer: &mut Answer) {
     }
 }
 
-/// Finishes the host's answer. Without a context only the cache marker is taken off, so
-/// that it never reaches a client.
-/// What `leave` finishes later: compression on the blocking pool.
+/// What `leave_now` leaves to be awaited: compression on the blocking pool.
 pub(crate) type Rest = std::pin::Pin<Box<dyn std::future::Future<Output = Answer> + Send>>;
 
 /// The front's part of an answer, done now unless it has to wait (a large body compressed
 /// on the blocking pool): then what is left comes back to be awaited. The usual answer
 /// needs no waiting, so an inline handler's request behind a front is finished in hyper's
-/// call like one without it.
+/// call like one without it. Without a context only the cache marker is taken off, so that
+/// it never reaches a client.
 pub(crate) fn leave_now(ctx: Option<Ctx>, mut answer: Answer) -> std::result::Result<Answer, Rest> {
     let Some(ctx) = ctx else {
         strip_marker(&mut answer);
@@ -247,6 +246,7 @@ pub(crate) fn leave_now(ctx: Option<Ctx>, mut answer: Answer) -> std::result::Re
     Ok(answer)
 }
 
+/// Finishes the host's answer, waiting for what `leave_now` could not do at once.
 pub(crate) async fn leave(ctx: Option<Ctx>, answer: Answer) -> Answer {
     match leave_now(ctx, answer) {
         Ok(a) => a,

@@ -57,34 +57,35 @@ pub(crate) fn handle(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<I
         let finish = Finish { run: run.clone(), conn: conn.clone(), head_only, is_h2, strip, begun, in_flight };
         Handled::Later(answer, Some(Box::new(finish)))
     };
-    if run.front.is_some() {
+    let ctx = if run.front.is_some() {
         // The engine's own answers are finished here, like an inline handler's.
-        let ctx = match front::enter(run, conn, &req, head.bodiless) {
+        match front::enter(run, conn, &req, head.bodiless) {
             front::Entry::Answered(a) => return Handled::Done(Some(finish::finish(run, conn, a, None, head_only, is_h2, false, begun, in_flight))),
             front::Entry::Later(a) => return later(Box::pin(async move { (a.await, None) }), false, begun, in_flight),
             front::Entry::Pass(ctx) => ctx,
-        };
-        // Then as without a front: the usual request is answered in the call, and the
-        // front's part of the answer done there too unless it has to wait.
-        return match answer_now(run, conn, req, head) {
-            Ok((a, upgrade)) => match front::leave_now(ctx, a) {
-                Ok(a) => Handled::Done(Some(finish::finish(run, conn, a, upgrade, head_only, is_h2, false, begun, in_flight))),
-                Err(rest) => later(Box::pin(async move { (rest.await, upgrade) }), false, begun, in_flight),
-            },
-            Err(answer) => later(
-                Box::pin(async move {
-                    let (a, upgrade) = answer.await;
-                    (front::leave(ctx, a).await, upgrade)
-                }),
-                false,
-                begun,
-                in_flight,
-            ),
-        };
-    }
+        }
+    } else {
+        None
+    };
+    // The usual request is answered in the call, and the front's part of the answer done
+    // there too unless it has to wait. Without a front, `finish` takes the cache marker off
+    // (strip): leave_now would only do that, for a move of the answer more.
     match answer_now(run, conn, req, head) {
-        Ok((answer, upgrade)) => Handled::Done(Some(finish::finish(run, conn, answer, upgrade, head_only, is_h2, true, begun, in_flight))),
-        Err(answer) => later(answer, true, begun, in_flight),
+        Ok((a, upgrade)) if ctx.is_none() => Handled::Done(Some(finish::finish(run, conn, a, upgrade, head_only, is_h2, true, begun, in_flight))),
+        Ok((a, upgrade)) => match front::leave_now(ctx, a) {
+            Ok(a) => Handled::Done(Some(finish::finish(run, conn, a, upgrade, head_only, is_h2, false, begun, in_flight))),
+            Err(rest) => later(Box::pin(async move { (rest.await, upgrade) }), false, begun, in_flight),
+        },
+        Err(answer) if ctx.is_none() => later(answer, true, begun, in_flight),
+        Err(answer) => later(
+            Box::pin(async move {
+                let (a, upgrade) = answer.await;
+                (front::leave(ctx, a).await, upgrade)
+            }),
+            false,
+            begun,
+            in_flight,
+        ),
     }
 }
 
