@@ -119,6 +119,8 @@ def test_stream_misuse_raises_clear_errors(serve, dispatch):
 
     s = serve(setup, dispatch=dispatch)
     assert httpx.get(s.url + "/twice").content == b"ok"
+    # close() sent the answer, so the client can have it before the handler's write after close
+    assert wait_for(lambda: "after" in seen)
     assert "already streams" in seen["twice"] and "after close" in seen["after"]
     assert httpx.get(s.url + "/answered").content == b"plain"
     assert wait_for(lambda: "answered" in seen)  # the handler goes on after its answer left
