@@ -77,7 +77,7 @@ build_arch() { # <x64|x86>
         samples/c/ref_ws.c samples/c/ref_front.c samples/c/sha256.c "$imp" -static -pthread
     $cc -std=c99 $warn -O1 -Iinclude -c -o "$t_out/harness.o" tests/c/harness.c
     local name
-    for name in test_abi test_lifecycle test_requests test_dispatch test_races test_edges test_contract test_tls_observe test_prepared; do
+    for name in test_abi test_lifecycle test_requests test_dispatch test_races test_answer_edges test_lifetime_edges test_contract test_tls_observe test_prepared; do
         $cc -std=c99 $warn -O1 -Iinclude -o "$t_out/$name.exe" "tests/c/$name.c" "$t_out/harness.o" "$imp" \
             -lws2_32 -static -pthread
     done
@@ -94,7 +94,7 @@ test_arch() { # <x64|x86> <conformance modes...>
     local arch="$1" dir="target/windows/$1/tests" wine name log rc last
     shift
     if [[ "$arch" == x64 ]]; then wine=/usr/lib/wine/wine64; else wine=/usr/lib/wine/wine; fi
-    for name in header_c99 header_cxx test_abi test_lifecycle test_requests test_dispatch test_races test_edges test_contract test_tls_observe test_prepared; do
+    for name in header_c99 header_cxx test_abi test_lifecycle test_requests test_dispatch test_races test_answer_edges test_lifetime_edges test_contract test_tls_observe test_prepared; do
         log="$(mktemp)"
         set +e
         (cd "$dir" && timeout --kill-after=10 600 "$wine" "./$name.exe") >"$log" 2>&1

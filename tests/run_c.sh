@@ -51,7 +51,7 @@ run_suite() {
   run_one "$variant/header_c99" "$dir/header_c99"
   run_one "$variant/header_cxx" "$dir/header_cxx"
   local t
-  for t in test_abi test_lifecycle test_requests test_prepared test_dispatch test_races test_stop_load test_edges test_contract test_tls_observe test_front test_stream test_stream_end test_body test_ws; do
+  for t in test_abi test_lifecycle test_requests test_prepared test_dispatch test_races test_stop_load test_answer_edges test_lifetime_edges test_contract test_tls_observe test_front test_stream test_stream_end test_body test_ws; do
     run_one "$variant/$t" "$dir/$t"
   done
   run_one "$variant/test_ref_app" "$dir/test_ref_app" "$2"
@@ -81,7 +81,7 @@ run_suite plain "$root/samples/c/ember_ref"
 
 echo "== tests (AddressSanitizer + UBSan)"
 make -C tests/c OUT="$out/asan" SANITIZE=1
-for bin in test_abi test_lifecycle test_requests test_prepared test_dispatch test_races test_edges test_contract test_tls_observe test_front test_stream test_stream_end test_body test_ws \
+for bin in test_abi test_lifecycle test_requests test_prepared test_dispatch test_races test_answer_edges test_lifetime_edges test_contract test_tls_observe test_front test_stream test_stream_end test_body test_ws \
            test_ref_app ember_ref websocket header_c99 header_cxx; do
   # The sanitizer must really be in there, or this half proves nothing.
   # (Captured first: grep -q closing the pipe early would trip pipefail.)

@@ -6,7 +6,7 @@ use ember::{Dispatch, Request, Server};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub fn server(dispatch: Dispatch, setup: impl FnOnce(&Server)) -> (Arc<Server>, u16) {
     let s = Arc::new(Server::new());
@@ -42,4 +42,16 @@ pub fn exchange(port: u16, request: &[u8], wait: Duration) -> String {
 pub fn get(port: u16, path: &str) -> String {
     let req = format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
     exchange(port, req.as_bytes(), Duration::from_secs(10))
+}
+
+/// Polls `f` every 20 ms until it holds or `limit` has passed; the last poll decides.
+pub fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let t = Instant::now();
+    while t.elapsed() < limit {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    f()
 }

@@ -42,6 +42,25 @@ def serve():
         app.stop(timeout=2)
 
 
+@pytest.fixture
+def asgi():
+    """asgi(app, **options) -> base URL of a started ASGIServer on a free port."""
+    from ember.asgi import ASGIServer
+
+    started = []
+
+    def make(app, **options):
+        options.setdefault("port", 0)
+        server = ASGIServer(app, **options)
+        port = server.start()
+        started.append(server)
+        return "http://127.0.0.1:%d" % port
+
+    yield make
+    for server in started:
+        server.stop(timeout=2)
+
+
 def child_env(**extra):
     """Environment for a subprocess that imports the binding from this checkout."""
     env = dict(os.environ)
