@@ -2,7 +2,8 @@
 """Instructions per request (callgrind) of the Python binding: the reference app
 (samples/python/ember_ref.py: GET /, its prebuilt Response; GET /users/42, a fresh JSON
 Response per request) and the ASGI server (samples/python/asgi_hello.py, GET /; and
-bench/targets/py_hello.py's asgi_app, the one `bench/run` times against uvicorn and granian). Counts, not times: they hold on a busy machine, so
+bench/targets/py_hello.py's asgi_app, the one `bench/run` times against uvicorn and granian)
+and the WSGI server (py_hello's wsgi_app; bench/targets/py_flask.py's Flask route). Counts, not times: they hold on a busy machine, so
 they are what before/after comparisons of the binding's per-request cost use
 (bench/results/py-cost.md).
 
@@ -41,9 +42,9 @@ def ref(dispatch):
     return cmd
 
 
-def asgi(dispatch, spec="asgi_hello:app", app_dir=ROOT / "samples" / "python"):
+def asgi(dispatch, spec="asgi_hello:app", app_dir=ROOT / "samples" / "python", interface="asgi"):
     def cmd(port):
-        return [PY, "-m", "ember", spec, "--app-dir", str(app_dir),
+        return [PY, "-m", "ember", spec, "--interface", interface, "--app-dir", str(app_dir),
                 "--port", str(port), "--dispatch", dispatch, "--io-threads", "1",
                 "--log-level", "warning"], {}
     return cmd
@@ -58,6 +59,10 @@ CASES = {
     # The app the timed bench runs (bench/targets/py_hello.py: two prebuilt messages,
     # Content-Type and Content-Length, no receive()).
     "asgi-bench-inline": (asgi("inline", "py_hello:asgi_app", ROOT / "bench" / "targets"), "/"),
+    # WSGI on the pool, as the timed bench runs it: py_hello's wsgi_app (the same answer
+    # as asgi_app, a one-item list) and py_flask's Flask route (needs Flask installed).
+    "wsgi-bench-pool": (asgi("pool", "py_hello:wsgi_app", ROOT / "bench" / "targets", "wsgi"), "/"),
+    "wsgi-flask-pool": (asgi("pool", "py_flask:app", ROOT / "bench" / "targets", "wsgi"), "/"),
 }
 
 

@@ -3,6 +3,7 @@
 granian --interface rsgi py_hello:rsgi_app   (Granian's own Rust-facing interface)
 granian --interface asgi py_hello:asgi_app
 uvicorn py_hello:asgi_app
+python -m ember py_hello:wsgi_app --interface wsgi   (bench/py_cost.py's wsgi-bench-pool)
 Each answers every request with the seeds' body as application/json.
 """
 
@@ -31,3 +32,11 @@ async def asgi_app(scope, receive, send):
                 return
     await send(_ASGI_START)
     await send(_ASGI_BODY)
+
+
+_WSGI_HEADERS = [("Content-Type", "application/json"), ("Content-Length", str(len(BODY)))]
+
+
+def wsgi_app(environ, start_response):
+    start_response("200 OK", _WSGI_HEADERS)
+    return [BODY]

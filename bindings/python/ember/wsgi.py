@@ -2,11 +2,14 @@
 ``python -m ember module:app --interface wsgi``.
 
 The app runs on the engine's pool threads (blocking is fine there), one request per
-thread at a time. The environ is built straight from the engine's info struct (no ABI
-call).
+thread at a time. The environ is built from the engine's info struct and one copy of
+the request's text, decoded and split at its NULs in C (no ABI call, no copy per field;
+see ``_wire.text_parts``).
 
 Bodies:
-- response: a list result goes out in one ``ember_request_respond``; any other iterable
+- response: a list result goes out in one ``ember_request_respond`` (or
+  ``ember_request_respond_small`` when its only headers are Content-Type and the body's
+  own Content-Length: no header block built); any other iterable
   is streamed as it yields (``_stream_rest``: ``ember_response_begin`` / ``_write`` /
   ``_end``, waiting on this pool thread when the engine's queue is full), unless the app
   declared a Content-Length of at most ``_stream.COLLECT_MAX`` (collected, length kept).
@@ -28,15 +31,24 @@ from typing import Any, Callable, Iterable, Iterator
 
 from . import _lib, _stream, __version__
 from ._host import AppServer, access, internal_error, refused
-from ._wire import (I_BODY, I_FLAGS, I_HEADERS, I_LENGTH, I_METHOD, I_PATH, I_QUERY, I_REMOTE, I_VERSION, INFO,
-                    MEM, METHODS, PAIR, PROTOCOLS, REQUEST_BODY_STREAMED, split_addr, wsgi_path)
+from ._wsgi_environ import add_headers as _add_headers, header_keys as _header_keys, peer as _peer
+from ._wire import INFO, MEM, PROTOCOLS, REQUEST_BODY_STREAMED, picked, text_parts_slow, wsgi_path
 from .response import NOCOPY_MIN, send as _send_any
+
+# What a request needs of the info struct, unpacked in one call (the rest is skipped).
+_INFO, _AT = picked("method_ptr", "method_len", "body_ptr", "body_len", "header_count", "http_version",
+                    "content_length", "flags", "peer_ptr", "peer_len")
+I_METHOD, I_BODY, I_HEADER_COUNT, I_VERSION = _AT["method_ptr"], _AT["body_ptr"], _AT["header_count"], _AT["http_version"]
+I_LENGTH, I_FLAGS, I_PEER = _AT["content_length"], _AT["flags"], _AT["peer_ptr"]
 
 log = logging.getLogger("ember.wsgi")
 
 WSGIApp = Callable[[dict, Callable[..., Any]], Iterable[bytes]]
 
-_respond = _lib.lib.ember_request_respond
+# Both only queue the answer (and copy the body, below NOCOPY_MIN): the GIL is kept.
+_respond = _lib.held.ember_request_respond
+_respond_small = _lib.held.ember_request_respond_small
+_ERR_INVALID_ARG = _lib.ERR_INVALID_ARG
 _OK = _lib.OK
 
 
@@ -115,29 +127,15 @@ class _RawBody(io.RawIOBase):
 _READ_WAIT_MS = 60_000
 
 
-def _environ_key(name: bytes) -> str | None:
-    """The environ key of a request header; None for names with "_", which would be
-    indistinguishable from "-" there (dropped, as gunicorn and nginx do)."""
-    text = name.decode("latin-1")
-    if "_" in text:
-        return None
-    key = text.upper().replace("-", "_")
-    if key in ("CONTENT_TYPE", "CONTENT_LENGTH"):
-        return key
-    return "HTTP_" + key
-
-
 class _StartResponse:
-    """``start_response`` for one request, and what it was given."""
+    """``start_response`` for one request (its bound method ``call``), and what it was given."""
 
-    __slots__ = ("status", "headers", "written")
+    # Class-level defaults: a request that calls start_response once sets two fields.
+    status: str | None = None
+    headers: list | None = None
+    written: list | None = None
 
-    def __init__(self) -> None:
-        self.status: str | None = None
-        self.headers: list | None = None
-        self.written: list | None = None
-
-    def __call__(self, status: str, headers: list, exc_info: Any = None) -> Callable[[bytes], None]:
+    def call(self, status: str, headers: list, exc_info: Any = None) -> Callable[[bytes], None]:
         if exc_info is not None:
             # Nothing has been sent before the app returns (the answer goes out whole),
             # so an error page may always replace the headers given before.
@@ -182,6 +180,29 @@ def _head(headers: list) -> bytes:
     return head
 
 
+def _small_type(headers: list, n: int, environ: dict) -> bytes | None:
+    """The Content-Type of an answer whose headers are only that, and perhaps a
+    Content-Length equal to ``n`` (not for HEAD, whose stated length is sent as it is),
+    else None."""
+    if len(headers) == 1:
+        name, value = headers[0]
+    elif len(headers) == 2:
+        (name, value), (name2, value2) = headers
+        if type(name2) is not str or type(name) is not str:
+            return None
+        if name2.lower() != "content-length":
+            if name.lower() != "content-length":
+                return None
+            name, value, name2, value2 = name2, value2, name, value
+        if value2 != str(n) or environ["REQUEST_METHOD"] == "HEAD":
+            return None
+    else:
+        return None
+    if type(value) is str and type(name) is str and name.lower() == "content-type":
+        return value.encode("latin-1")
+    return None
+
+
 def _respond_with(handle: int, start: _StartResponse, result: Iterable[bytes], environ: dict,
                   can_stream: bool) -> tuple[int, int]:
     """Sends the app's answer: whole in one call when the result is a list (or the app
@@ -213,11 +234,20 @@ def _respond_with(handle: int, start: _StartResponse, result: Iterable[bytes], e
     if type(body) is not bytes:
         body = bytes(body)
     status = _status_code(start.status)
-    head = _head(start.headers)
     n = len(body)
     if n < NOCOPY_MIN:
+        ctype = _small_type(start.headers, n, environ)
+        if ctype is not None:
+            # Only a Content-Type (and the body's own length): no header block to build.
+            rc = _respond_small(handle, status, ctype, len(ctype), body, n)
+            if rc != _ERR_INVALID_ARG:
+                if rc != _OK:
+                    refused(rc, handle, f"{environ['REQUEST_METHOD']} {environ['RAW_URI']}", log)
+                return status, n
+        head = _head(start.headers)
         rc = _respond(handle, status, head, len(head), body, n)
     else:
+        head = _head(start.headers)
         rc = _send_any(handle, status, head, body)
     if rc != _OK:
         refused(rc, handle, f"{environ['REQUEST_METHOD']} {environ['RAW_URI']}", log)
@@ -319,14 +349,14 @@ class WSGIServer(AppServer):
         template = self._template
         root = self.root_path
         app = self.app
-        unpack = INFO.unpack_from
-        pairs = PAIR.iter_unpack
-        pair_size = PAIR.size
+        unpack = _INFO.unpack_from
+        full = INFO.unpack_from
+        slow_parts = text_parts_slow
         mem = MEM
-        methods = METHODS
         protocols = PROTOCOLS
-        keys: dict[bytes, str | None] = {}
-        peers: dict[bytes, tuple[str, str]] = {}
+        keys: dict[str, str | None] = {}  # header name -> environ key (None: dropped)
+        known: dict[tuple, tuple | bool] = {}  # header names -> their keys (False: the long way)
+        peers: dict[str, tuple[str, str]] = {}
         BytesIO = io.BytesIO
         BufferedReader = io.BufferedReader
         logged = self.access_log
@@ -339,65 +369,61 @@ class WSGIServer(AppServer):
             result = None
             try:
                 f = unpack(mem, info)
+                # The text views in one copy, decoded (latin-1, one char per byte) and split
+                # at their NULs: [method, path, query, remote, route, name, value, ..., peer].
+                hc = f[I_HEADER_COUNT]
+                start = f[I_METHOD]
+                end = f[I_PEER] + f[I_PEER + 1] + 1
+                parts = str(mem[start:end], "latin-1").split("\0", 5 + 2 * hc) if end > start else ()
+                if len(parts) != 6 + 2 * hc or len(parts[0]) != f[I_METHOD + 1]:
+                    parts = [p.decode("latin-1") for p in slow_parts(full(mem, info))]
                 environ = template[0].copy()
-                p = f[I_METHOD]
-                method = mem[p:p + f[I_METHOD + 1]].tobytes()
-                environ["REQUEST_METHOD"] = methods.get(method) or method.decode("latin-1")
-                p = f[I_PATH]
-                raw_path = mem[p:p + f[I_PATH + 1]].tobytes()
-                uri = path = raw_path.decode("latin-1")
+                environ["REQUEST_METHOD"] = parts[0]
+                uri = path = parts[1]
                 if "%" in path:
-                    path = wsgi_path(raw_path)
+                    path = wsgi_path(path.encode("latin-1"))
                 if root and path.startswith(root) and path[len(root):len(root) + 1] in ("", "/"):
                     path = path[len(root):]
                 environ["PATH_INFO"] = path
-                p, n = f[I_QUERY], f[I_QUERY + 1]
-                if n:
-                    query = mem[p:p + n].tobytes().decode("latin-1")
+                query = parts[2]
+                if query:
                     environ["QUERY_STRING"] = query
                     environ["RAW_URI"] = environ["REQUEST_URI"] = uri + "?" + query
                 else:
                     environ["RAW_URI"] = environ["REQUEST_URI"] = uri
                 if f[I_VERSION] != 11:
                     environ["SERVER_PROTOCOL"] = protocols.get(f[I_VERSION], "HTTP/1.1")
-                p = f[I_REMOTE]
-                peer = mem[p:p + f[I_REMOTE + 1]].tobytes()
+                peer = parts[3]
                 addr = peers.get(peer)
                 if addr is None:
-                    if len(peers) >= 4096:
-                        peers.clear()
-                    host_port = split_addr(peer.decode("latin-1")) or ("", 0)
-                    addr = peers[peer] = (host_port[0], str(host_port[1]))
+                    addr = _peer(peers, peer)
                 environ["REMOTE_ADDR"], environ["REMOTE_PORT"] = addr
-                p, n = f[I_HEADERS], f[I_HEADERS + 1]
-                if n:
-                    for a, b, c, d in pairs(mem[p:p + pair_size * n]):
-                        name = mem[a:a + b].tobytes()
-                        try:
-                            key = keys[name]
-                        except KeyError:
-                            if len(keys) >= 1024:
-                                keys.clear()
-                            key = keys[name] = _environ_key(name)
-                        if key is None:
-                            continue
-                        value = mem[c:c + d].tobytes().decode("latin-1")
-                        if key in environ:
-                            environ[key] += ("; " if key == "HTTP_COOKIE" else ",") + value
-                        else:
-                            environ[key] = value
+                if hc:
+                    # One environ key per header name, remembered per set of names: most
+                    # requests of a client send the same names, then the values go in at once.
+                    names = tuple(parts[5:-1:2])
+                    ks = known.get(names)
+                    if ks is None:
+                        ks = _header_keys(known, keys, names)
+                    if ks:
+                        environ.update(zip(ks, parts[6:-1:2]))
+                    else:
+                        _add_headers(environ, keys, parts)
                 if f[I_FLAGS] & REQUEST_BODY_STREAMED:
                     # Read as the app reads wsgi.input (a body of unknown length has no
                     # CONTENT_LENGTH; wsgi.input_terminated says to read to the end).
                     environ["wsgi.input"] = BufferedReader(_RawBody(handle, f[I_LENGTH]), 65536)
                 else:
-                    p, n = f[I_BODY], f[I_BODY + 1]
-                    body = mem[p:p + n].tobytes() if n else b""
-                    if body and "CONTENT_LENGTH" not in environ:  # it came chunked
-                        environ["CONTENT_LENGTH"] = str(n)
-                    environ["wsgi.input"] = BytesIO(body)
+                    n = f[I_BODY + 1]
+                    if n:
+                        p = f[I_BODY]
+                        environ["wsgi.input"] = BytesIO(mem[p:p + n].tobytes())
+                        if "CONTENT_LENGTH" not in environ:  # it came chunked
+                            environ["CONTENT_LENGTH"] = str(n)
+                    else:
+                        environ["wsgi.input"] = BytesIO()
                 start = _StartResponse()
-                result = app(environ, start)
+                result = app(environ, start.call)
                 status, n = _respond_with(handle, start, result, environ, can_stream)
                 if logged:
                     access.info('%s:%s - "%s %s %s" %d %d', environ["REMOTE_ADDR"], environ["REMOTE_PORT"],
@@ -411,7 +437,7 @@ class WSGIServer(AppServer):
                 except BaseException:
                     pass
             finally:
-                close = getattr(result, "close", None)
+                close = getattr(result, "close", None) if type(result) is not list else None
                 if close is not None:
                     try:
                         close()
