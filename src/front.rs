@@ -18,7 +18,6 @@ use crate::static_files::Mount;
 use crate::static_serve::{self, Served, StaticRequest};
 use bytes::Bytes;
 use http::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT_ENCODING, ETAG, ORIGIN};
-use hyper::body::Incoming;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -132,13 +131,13 @@ enum Pack {
 /// Runs before routing, within hyper's call: the answers the engine knows at once (a
 /// filter's refusal, a preflight, a small static file from memory, a 304, a cache hit)
 /// come back whole, with no request future made. `bodiless`: the request has no body.
-pub(crate) fn enter(run: &Run, conn: &ConnState, req: &http::Request<Incoming>, bodiless: bool) -> Entry {
+pub(crate) fn enter(run: &Run, conn: &ConnState, req: &http::request::Parts, bodiless: bool) -> Entry {
     let Some(front) = &run.front else { return Entry::Pass(None) };
-    let (method, uri, headers) = (req.method(), req.uri(), req.headers());
+    let (method, uri, headers) = (&req.method, &req.uri, &req.headers);
     // A malformed request (Host, too many headers) gets the router's answer (400, 431);
     // the health path is answered before any mount can shadow it.
     let path = uri.path();
-    if !crate::service::host_ok(req.version(), headers) || headers.len() > run.limits.max_headers || run.health.answer(method, path).is_some() {
+    if !crate::service::host_ok(req.version, headers) || headers.len() > run.limits.max_headers || run.health.answer(method, path).is_some() {
         return Entry::Pass(None);
     }
     // The client as the host sees it: the TCP peer, the address a PROXY header named, or

@@ -48,15 +48,15 @@ impl Observe {
     }
 
     /// Takes what the line needs from the request before the request path consumes it.
-    pub fn begin(&self, req: &http::Request<hyper::body::Incoming>, conn: &ConnState) -> Begun {
+    pub fn begin(&self, req: &http::request::Parts, conn: &ConnState) -> Begun {
         let line = self.access.as_ref().map(|_| {
-            let h = req.headers();
+            let h = &req.headers;
             Box::new(Line {
                 when: SystemTime::now(),
                 remote: conn.remote.clone(),
-                method: req.method().clone(),
-                target: req.uri().path_and_query().map_or_else(|| req.uri().path().to_owned(), |pq| pq.as_str().to_owned()),
-                version: req.version(),
+                method: req.method.clone(),
+                target: req.uri.path_and_query().map_or_else(|| req.uri.path().to_owned(), |pq| pq.as_str().to_owned()),
+                version: req.version,
                 referer: h.get(REFERER).cloned(),
                 user_agent: h.get(USER_AGENT).cloned(),
                 tls: conn.secure,

@@ -47,19 +47,22 @@ use wait::{now, wait, Pending};
 /// call: a request without a body answered by an inline handler is finished before
 /// hyper polls it.
 pub(crate) fn handle(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incoming>) -> Handled {
-    let head = head::scan(req.version(), req.headers());
-    let begun = run.observe.as_ref().map(|o| o.begin(&req, conn));
+    // Taken apart once, here: the request (264 bytes) moved whole into the fast path was
+    // one more copy of it per request.
+    let (parts, body) = req.into_parts();
+    let head = head::scan(parts.version, &parts.headers);
+    let begun = run.observe.as_ref().map(|o| o.begin(&parts, conn));
     let in_flight = conn.request_started(head.bodiless);
     run.counters.requests.fetch_add(1, Relaxed);
-    let head_only = req.method() == Method::HEAD;
-    let is_h2 = req.version() == Version::HTTP_2;
+    let head_only = parts.method == Method::HEAD;
+    let is_h2 = parts.version == Version::HTTP_2;
     let later = |answer: Later, strip: bool, begun, in_flight| {
         let finish = Finish { run: run.clone(), conn: conn.clone(), head_only, is_h2, strip, begun, in_flight };
         Handled::Later(answer, Some(Box::new(finish)))
     };
     let ctx = if run.front.is_some() {
         // The engine's own answers are finished here, like an inline handler's.
-        match front::enter(run, conn, &req, head.bodiless) {
+        match front::enter(run, conn, &parts, head.bodiless) {
             front::Entry::Answered(a) => return Handled::Done(Some(finish::finish(run, conn, a, None, head_only, is_h2, false, begun, in_flight))),
             front::Entry::Later(a) => return later(Box::pin(async move { (a.await, None) }), false, begun, in_flight),
             front::Entry::Pass(ctx) => ctx,
@@ -70,7 +73,7 @@ pub(crate) fn handle(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<I
     // The usual request is answered in the call, and the front's part of the answer done
     // there too unless it has to wait. Without a front, `finish` takes the cache marker off
     // (strip): leave_now would only do that, for a move of the answer more.
-    match answer_now(run, conn, req, head) {
+    match answer_now(run, conn, parts, body, head) {
         Ok((a, upgrade)) if ctx.is_none() => Handled::Done(Some(finish::finish(run, conn, a, upgrade, head_only, is_h2, true, begun, in_flight))),
         Ok((a, upgrade)) => match front::leave_now(ctx, a) {
             Ok(a) => Handled::Done(Some(finish::finish(run, conn, a, upgrade, head_only, is_h2, false, begun, in_flight))),
@@ -97,16 +100,15 @@ type Upgrade = Option<Infallible>;
 
 /// The usual request without waiting: no body, a plain handler, answered while it ran.
 /// Anything else goes on, boxed, from the point where it has to wait.
-fn answer_now(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incoming>, head: Head) -> Result<(Answer, Upgrade), Later> {
+fn answer_now(run: &Arc<Run>, conn: &Arc<ConnState>, parts: http::request::Parts, body: Incoming, head: Head) -> Result<(Answer, Upgrade), Later> {
     let declared = head.declared;
-    let general = |run: &Arc<Run>, conn: &Arc<ConnState>, req| -> Later {
+    let general = |run: &Arc<Run>, conn: &Arc<ConnState>, parts, body| -> Later {
         let (run, conn) = (run.clone(), conn.clone());
-        Box::pin(async move { answer(&run, &conn, req, head).await })
+        Box::pin(async move { answer(&run, &conn, parts, body, head).await })
     };
-    if !req.body().is_end_stream() {
-        return Err(general(run, conn, req));
+    if !body.is_end_stream() {
+        return Err(general(run, conn, parts, body));
     }
-    let (parts, body) = req.into_parts();
     let (handler, pool, route, params) = match route(run, &parts, head) {
         Err(a) => return Ok((a, None)),
         Ok((endpoint @ Endpoint::Http { handler, stream_body: false, pool }, route, params)) => {
@@ -116,7 +118,7 @@ fn answer_now(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incoming
             (handler.clone(), *pool, route, params)
         }
         // WebSocket upgrades and bodies read in pieces: the general path (it routes again).
-        Ok(_) => return Err(general(run, conn, http::Request::from_parts(parts, body))),
+        Ok(_) => return Err(general(run, conn, parts, body)),
     };
     // Inline dispatch: the data is attached as the handle is made (one hold of the
     // registry's lock instead of two); it learns its handle there.
@@ -247,11 +249,10 @@ fn request_data(
 
 /// Every request the fast path does not finish: the front's, those with a body, WebSocket
 /// upgrades.
-async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, req: http::Request<Incoming>, head: Head) -> (Answer, Upgrade) {
+// Mutable for the WebSocket upgrade's extension.
+#[cfg_attr(not(feature = "ws"), allow(unused_mut))]
+async fn answer(run: &Arc<Run>, conn: &Arc<ConnState>, mut parts: http::request::Parts, body: Incoming, head: Head) -> (Answer, Upgrade) {
     let declared = head.declared;
-    // Mutable for the WebSocket upgrade's extension.
-    #[cfg_attr(not(feature = "ws"), allow(unused_mut))]
-    let (mut parts, body) = req.into_parts();
     let (endpoint, route, params) = match route(run, &parts, head) {
         Ok((endpoint, route, params)) => (endpoint.clone(), route, params),
         Err(a) => return (a, None),

@@ -6,10 +6,19 @@
 use crate::request::Answer;
 use std::cell::{Cell, RefCell};
 
-thread_local! {
+/// One thread-local for all of it: a shared library reaches each thread-local through a
+/// call (`__tls_get_addr`), so the call's end reads and restores in one reach.
+struct Slot {
     /// The request whose handler runs on this thread now, 0 for none.
-    static RUNNING: Cell<u64> = const { Cell::new(0) };
-    static ANSWER: RefCell<Option<(u64, Answer)>> = const { RefCell::new(None) };
+    running: Cell<u64>,
+    /// Whose answer `answer` is. Kept beside it rather than in a tuple with it: building
+    /// the tuple was one more copy of the answer per request.
+    owner: Cell<u64>,
+    answer: RefCell<Option<Answer>>,
+}
+
+thread_local! {
+    static HERE: Slot = const { Slot { running: Cell::new(0), owner: Cell::new(0), answer: RefCell::new(None) } };
 }
 
 /// The handler of request `id` runs on this thread while this lives.
@@ -20,37 +29,38 @@ pub(crate) struct Here {
 
 impl Here {
     pub fn enter(id: u64) -> Here {
-        Here { id, outer: RUNNING.with(|r| r.replace(id)) }
+        Here { id, outer: HERE.with(|h| h.running.replace(id)) }
     }
 
     /// The call is over: its answer, if the handler gave it during the call.
     pub fn leave(self) -> Option<Answer> {
-        let id = self.id;
-        drop(self);
-        ANSWER.with(|a| {
-            let mut a = a.borrow_mut();
-            match a.take() {
-                Some((owner, answer)) if owner == id => Some(answer),
-                other => {
-                    *a = other;
-                    None
-                }
+        let (id, outer) = (self.id, self.outer);
+        std::mem::forget(self);
+        HERE.with(|h| {
+            h.running.set(outer);
+            if h.owner.get() != id {
+                return None;
             }
+            h.owner.set(0);
+            h.answer.borrow_mut().take()
         })
     }
 }
 
 impl Drop for Here {
     fn drop(&mut self) {
-        RUNNING.with(|r| r.set(self.outer));
+        HERE.with(|h| h.running.set(self.outer));
     }
 }
 
 /// Whether `id`'s handler is running on this thread (so its answer can stay here).
 pub(super) fn running(id: u64) -> bool {
-    RUNNING.with(|r| r.get() == id)
+    HERE.with(|h| h.running.get() == id)
 }
 
 pub(super) fn put(id: u64, answer: Answer) {
-    ANSWER.with(|a| *a.borrow_mut() = Some((id, answer)));
+    HERE.with(|h| {
+        *h.answer.borrow_mut() = Some(answer);
+        h.owner.set(id);
+    });
 }
