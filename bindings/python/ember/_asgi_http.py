@@ -44,6 +44,18 @@ def _is(name: Any, want: bytes) -> bool:
     return name == want or (type(name) is bytes and name.lower() == want)
 
 
+# Content-Length texts by body length, remembered (bounded): ``b"%d" % n`` costs ~750
+# instructions per answer, and an app answers the same few lengths again and again.
+_LENGTHS: dict[int, bytes] = {}
+
+
+def _length_text(n: int) -> bytes:
+    if len(_LENGTHS) >= 1024:
+        _LENGTHS.clear()
+    text = _LENGTHS[n] = b"%d" % n
+    return text
+
+
 def _small_type(headers: Any, n: int, scope: dict) -> bytes | None:
     """The Content-Type of an answer whose headers are only that, and perhaps a
     Content-Length equal to ``n`` (not for HEAD, whose stated length the engine sends
@@ -56,7 +68,7 @@ def _small_type(headers: Any, n: int, scope: dict) -> bytes | None:
             if not _is(name, b"content-length"):
                 return None
             name, value, name2, value2 = name2, value2, name, value
-        if value2 != b"%d" % n or scope["method"] == "HEAD":
+        if value2 != (_LENGTHS.get(n) or _length_text(n)) or scope["method"] == "HEAD":
             return None
     if type(value) is bytes and (name == b"content-type" or _is(name, b"content-type")):
         return value

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import platform
 import sys
 from ctypes import (
     CFUNCTYPE,
@@ -369,9 +370,35 @@ _answer_free = lib.ember_answer_free
 # the body: the bindings use them below NOCOPY_MIN). Measured: about 800
 # instructions per request less for the reference app (bench/results/py-cost.md).
 held = ctypes.PyDLL(lib._name, handle=lib._handle)
+
+# An int passed for a c_uint64 / c_size_t / c_uint32 / c_uint16 parameter goes through
+# PyCSimpleType_from_param, which first asks isinstance(arg, type) through the ctypes
+# metaclass and then looks the type's code up in a table: ~700 instructions per argument,
+# 4,200 of a six-argument answer call. c_void_p's from_param takes an int (and c_char_p's
+# a bytes) straight. Where integer arguments of up to 64 bits travel in one 64-bit
+# register and the callee reads only its parameter's width (System V x86-64, Windows x64,
+# AArch64 outside Apple, whose ABI wants the caller to extend narrow arguments), the
+# per-request answer calls declare their integers c_void_p. The values are the same; a
+# wider one is cut to the parameter's width as c_uint16 cut it.
+_FAST_INTS = ctypes.sizeof(c_void_p) == 8 and (
+    platform.machine().lower() in ("x86_64", "amd64") or
+    (platform.machine().lower() in ("aarch64", "arm64") and sys.platform != "darwin"))
+
+
+def _fast_argtypes(argtypes: list, first: int = 99) -> list:
+    """``argtypes`` with its integers (among the first ``first``) declared c_void_p."""
+    if not _FAST_INTS:
+        return argtypes
+    return [c_void_p if i < first and t in (c_uint64, c_size_t, c_uint32, c_uint16) else t
+            for i, t in enumerate(argtypes)]
+
+
 for _name in ("ember_request_respond_answer", "ember_request_respond_small", "ember_request_respond"):
     _fn = getattr(held, _name)
-    _fn.restype, _fn.argtypes = _PROTOTYPES[_name]
+    _restype, _argtypes = _PROTOTYPES[_name]
+    # respond_answer's answer stays c_uint64: an ``Answer`` (a c_uint64) passes as it is.
+    _fn.restype = _restype
+    _fn.argtypes = _fast_argtypes(_argtypes, 1 if _name == "ember_request_respond_answer" else 99)
 
 
 def last_error() -> str:

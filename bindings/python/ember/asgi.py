@@ -210,6 +210,7 @@ class ASGIServer(AppServer):
         clients = cache.get
         Cycle = _LoggedHTTPCycle if self.access_log else _HTTPCycle
         slow_parts = text_parts_slow
+        new = object.__new__
 
         def on_request(_ud: int, handle: int, info: int) -> None:
             try:
@@ -247,7 +248,11 @@ class ASGIServer(AppServer):
                 else:
                     n = f[I_BODY + 1]
                     body = mem[f[I_BODY]:f[I_BODY] + n].tobytes() if n else b""
-                cycle = Cycle(handle, body, scope)
+                # Its three fields set here: no __init__ frame (about 1,000 instructions).
+                cycle = new(Cycle)
+                cycle.handle = handle
+                cycle.body = body
+                cycle.scope = scope
                 coro = app(scope, cycle.receive, cycle.send)
                 if type(coro) is not Coroutine:  # another awaitable: stepped through a coroutine
                     coro = _awaiting(coro)
