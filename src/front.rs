@@ -176,15 +176,8 @@ pub(crate) fn enter(run: &Run, conn: &ConnState, req: &mut http::request::Parts,
     };
     #[cfg(feature = "static")]
     if let Some((mount, rest)) = front.mounts.iter().find_map(|m| m.claims(path).map(|r| (m, r))) {
-        let look = look();
-        let sreq = StaticRequest { method, path, query: uri.query(), headers, codings: look.codings, min_bytes: front.compress.min_bytes };
-        return match static_serve::serve(mount, rest, sreq) {
-            Served::Now(mut a) => {
-                look.decorate(&mut a.headers);
-                Entry::Answered(a)
-            }
-            Served::Compress(a, coding) => look.wait(a, coding, None),
-        };
+        let sreq = StaticRequest { method, path, query: uri.query(), headers, codings: 0, min_bytes: front.compress.min_bytes };
+        return look().serve_static(mount, rest, sreq);
     }
     let mut store = None;
     if let Some(cache) = &front.cache {
@@ -292,6 +285,22 @@ impl Ctx {
 }
 
 impl Look<'_> {
+    /// A static mount's answer. Out of line, like the other branches of `enter` that a
+    /// cache hit does not take: the hit's path stays short in the instruction cache.
+    #[cfg(feature = "static")]
+    #[inline(never)]
+    fn serve_static(&self, mount: &Mount, rest: &str, mut sreq: StaticRequest<'_>) -> Entry {
+        sreq.codings = self.codings;
+        match static_serve::serve(mount, rest, sreq) {
+            Served::Now(mut a) => {
+                self.decorate(&mut a.headers);
+                Entry::Answered(a)
+            }
+            Served::Compress(a, coding) => self.wait(a, coding, None),
+        }
+    }
+
+    #[inline(never)]
     fn owned(&self, store: Option<(http::Uri, Option<HeaderMap>)>) -> Ctx {
         Ctx { front: self.front.clone(), origin: self.origin.cloned(), cors: self.cors, accept: self.accept.cloned(), codings: self.codings, store }
     }
@@ -304,6 +313,7 @@ impl Look<'_> {
 
     /// A cache hit: its prebuilt answer with its age, compressed when the client asks
     /// (a copy kept with the entry, or made now and kept; a large one on the blocking pool).
+    #[inline(never)]
     fn hit(&self, cache: &Arc<Cache>, entry: Arc<CacheEntry>, now: std::time::Instant) -> Entry {
         let mut a = entry.answer(now);
         match self.pack(&mut a, Some(&entry)) {
@@ -323,6 +333,7 @@ impl Look<'_> {
     /// a cache hit's (the copy is then kept with its entry) or a static file's, which
     /// carries its coding already (`Served::Compress`). One future for both: each kind of
     /// future is code in the library, whose size CI guards.
+    #[cold]
     fn wait(&self, mut a: Answer, coding: Coding, hit: Option<(Arc<Cache>, Arc<CacheEntry>)>) -> Entry {
         let ctx = self.owned(None);
         Entry::Later(Box::pin(async move {
