@@ -2,6 +2,7 @@
 //! memory cap, purges and expiry.
 
 use super::*;
+use http::header::AUTHORIZATION;
 use http::{Method, Uri};
 
 fn key(path: &str, pairs: &[(&'static str, &'static str)]) -> (String, HeaderMap) {
