@@ -10,7 +10,7 @@
 use crate::compress::Coding;
 use crate::request::Answer;
 use bytes::Bytes;
-use http::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT_ENCODING, AGE, AUTHORIZATION, CACHE_CONTROL, CONTENT_ENCODING, SET_COOKIE, VARY};
+use http::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT_ENCODING, AGE, CACHE_CONTROL, CONTENT_ENCODING, SET_COOKIE, VARY};
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -69,8 +69,35 @@ impl Entry {
     /// The answer to send at `now`: the stored one with its age.
     pub fn answer(&self, now: Instant) -> Answer {
         let mut a = Answer::new(self.status, self.headers.clone(), self.body.clone());
-        a.headers.insert(AGE, age(now.saturating_duration_since(self.stored).as_secs()));
+        self.set_age(&mut a.headers, now);
         a
+    }
+
+    /// The same in `map` (the request's, done with): its room is reused, nothing is
+    /// allocated or freed.
+    pub fn answer_in(&self, mut map: HeaderMap, now: Instant) -> Answer {
+        map.clear();
+        map.reserve(self.headers.len());
+        let mut aged = false;
+        for (name, value) in &self.headers {
+            if !aged && name == AGE {
+                aged = true;
+                map.append(AGE, age(now.saturating_duration_since(self.stored).as_secs()));
+            } else {
+                map.append(name.clone(), value.clone());
+            }
+        }
+        let mut a = Answer::new(self.status, map, self.body.clone());
+        a.marked = false;
+        a
+    }
+
+    /// Overwrites the placeholder `Age` (exactly one, put there by `store`) in place: an
+    /// insert hashed the name and probed the map on every hit.
+    fn set_age(&self, headers: &mut HeaderMap, now: Instant) {
+        if let Some((_, v)) = headers.iter_mut().find(|(name, _)| *name == AGE) {
+            *v = age(now.saturating_duration_since(self.stored).as_secs());
+        }
     }
 
     pub fn encoded(&self, coding: Coding) -> Option<Bytes> {
@@ -139,8 +166,16 @@ impl Cache {
 
     /// The key of a request (path + query), if its answer may come from (or go into)
     /// the cache.
+    #[cfg(test)]
     pub(crate) fn key<'a>(method: &http::Method, uri: &'a http::Uri, headers: &HeaderMap, has_body: bool) -> Option<&'a str> {
-        if (method != http::Method::GET && method != http::Method::HEAD) || has_body || headers.contains_key(AUTHORIZATION) {
+        Self::key_if(method, uri, headers.contains_key(http::header::AUTHORIZATION), has_body)
+    }
+
+    /// The same, told whether the request carries Authorization (the request path
+    /// learns it in its one pass over the headers).
+    #[inline]
+    pub(crate) fn key_if<'a>(method: &http::Method, uri: &'a http::Uri, authorization: bool, has_body: bool) -> Option<&'a str> {
+        if (method != http::Method::GET && method != http::Method::HEAD) || has_body || authorization {
             return None;
         }
         Some(Self::key_of(uri))
@@ -169,20 +204,20 @@ impl Cache {
         let found = match inner.map.get_mut(key) {
             None => None,
             Some(slot) => {
-                let before = slot.variants.len();
-                let mut freed = 0;
-                slot.variants.retain(|e| {
-                    let live = e.expires > now;
-                    if !live {
-                        freed += entry_size(e);
-                    }
-                    live
-                });
-                let expired = before - slot.variants.len();
-                if expired > 0 {
+                // Usually nothing has expired: the variants are walked once, not rebuilt.
+                if slot.variants.iter().any(|e| e.expires <= now) {
+                    let before = slot.variants.len();
+                    let mut freed = 0;
+                    slot.variants.retain(|e| {
+                        let live = e.expires > now;
+                        if !live {
+                            freed += entry_size(e);
+                        }
+                        live
+                    });
                     slot.bytes -= freed;
                     inner.bytes -= freed;
-                    self.counters.expirations.fetch_add(expired as u64, Relaxed);
+                    self.counters.expirations.fetch_add((before - slot.variants.len()) as u64, Relaxed);
                 }
                 let hit = slot.variants.iter().find(|e| e.matches(headers)).cloned();
                 if hit.is_some() {

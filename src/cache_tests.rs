@@ -2,6 +2,7 @@
 //! memory cap, purges and expiry.
 
 use super::*;
+use http::header::AUTHORIZATION;
 use http::{Method, Uri};
 
 fn key(path: &str, pairs: &[(&'static str, &'static str)]) -> (String, HeaderMap) {
@@ -127,4 +128,26 @@ fn ages_are_the_seconds_in_decimal() {
     for n in [0u64, 7, 9, 10, 11, 42, 99, 100, 3601] {
         assert_eq!(age(n).to_str().unwrap(), n.to_string());
     }
+}
+
+#[test]
+fn a_hit_in_the_requests_map_carries_only_the_entrys_headers_with_its_age() {
+    let c = Cache::new(1 << 20, vec![]);
+    let k = key("/a", &[]);
+    put(&c, &k, &answer("30", b"x", &[("content-type", "text/plain"), ("x-two", "1"), ("x-two", "2")]));
+    let e = look(&c, &k).expect("hit");
+    let mut request = HeaderMap::with_capacity(16);
+    for (name, value) in [("host", "a"), ("accept", "*/*"), ("x-two", "from the request"), ("age", "99")] {
+        request.append(name, HeaderValue::from_static(value));
+    }
+    let a = e.answer_in(request, e.stored + Duration::from_secs(42));
+    assert_eq!(a.headers.len(), 4, "{:?}", a.headers);
+    assert_eq!(a.headers["content-type"], "text/plain");
+    assert_eq!(a.headers.get_all("x-two").iter().collect::<Vec<_>>(), ["1", "2"]);
+    assert_eq!(a.headers.get_all(AGE).iter().collect::<Vec<_>>(), ["42"]);
+    assert!(a.headers.get("host").is_none() && a.headers.get(MARKER).is_none());
+    assert!(a.headers.capacity() >= 16, "the request's room was reused");
+    // The entry's own map keeps its placeholder; the clone path sets the same age.
+    assert_eq!(e.headers[AGE], "0");
+    assert_eq!(e.answer(e.stored + Duration::from_secs(42)).headers, a.headers);
 }

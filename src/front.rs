@@ -21,6 +21,8 @@ use http::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT_ENCODING, ETAG, OR
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Instant;
+use crate::service::Head;
 
 /// Everything configured before start.
 #[derive(Clone, Default)]
@@ -130,14 +132,17 @@ enum Pack {
 
 /// Runs before routing, within hyper's call: the answers the engine knows at once (a
 /// filter's refusal, a preflight, a small static file from memory, a 304, a cache hit)
-/// come back whole, with no request future made. `bodiless`: the request has no body.
-pub(crate) fn enter(run: &Run, conn: &ConnState, req: &http::request::Parts, bodiless: bool) -> Entry {
+/// come back whole, with no request future made. `head`: what the request path read of
+/// the headers already; `now`: the request's start when it was taken (metrics, access
+/// log), so that a cache hit reads the clock once. A cache hit answers in the request's
+/// own header map, taken from `req`.
+pub(crate) fn enter(run: &Run, conn: &ConnState, req: &mut http::request::Parts, head: &Head, now: Option<Instant>) -> Entry {
     let Some(front) = &run.front else { return Entry::Pass(None) };
     let (method, uri, headers) = (&req.method, &req.uri, &req.headers);
     // A malformed request (Host, too many headers) gets the router's answer (400, 431);
     // the health path is answered before any mount can shadow it.
     let path = uri.path();
-    if !crate::service::host_ok(req.version, headers) || headers.len() > run.limits.max_headers || run.health.answer(method, path).is_some() {
+    if !head.host_ok || headers.len() > run.limits.max_headers || run.health.answer(method, path).is_some() {
         return Entry::Pass(None);
     }
     // The client as the host sees it: the TCP peer, the address a PROXY header named, or
@@ -154,35 +159,42 @@ pub(crate) fn enter(run: &Run, conn: &ConnState, req: &http::request::Parts, bod
         return Entry::Answered(a);
     }
     let cors = if front.cors.is_empty() { None } else { cors::find(&front.cors, path).map(|p| front.cors.iter().position(|q| std::ptr::eq(p, q)).expect("policy is in the list")) };
-    let look = Look {
-        front,
-        origin: if cors.is_some() { headers.get(ORIGIN) } else { None },
-        cors,
-        accept: if front.compress.codings == 0 { None } else { headers.get(ACCEPT_ENCODING) },
-        codings: if front.compress.codings == 0 { 0 } else { front.compress.codings_for(path) },
-    };
+    let origin = if cors.is_some() { headers.get(ORIGIN) } else { None };
     if let Some(p) = cors.map(|i| &front.cors[i]) {
         if let Some(a) = p.preflight(method, headers) {
             return Entry::Answered(a);
         }
     }
+    // Accept-Encoding and the path's codings: looked up only where an answer may be
+    // compressed (a hit kept too small or of the wrong type skips both).
+    let look = || Look {
+        front,
+        origin,
+        cors,
+        accept: if front.compress.codings == 0 { None } else { headers.get(ACCEPT_ENCODING) },
+        codings: if front.compress.codings == 0 { 0 } else { front.compress.codings_for(path) },
+    };
     #[cfg(feature = "static")]
     if let Some((mount, rest)) = front.mounts.iter().find_map(|m| m.claims(path).map(|r| (m, r))) {
-        let sreq = StaticRequest { method, path, query: uri.query(), headers, codings: look.codings, min_bytes: front.compress.min_bytes };
-        return match static_serve::serve(mount, rest, sreq) {
-            Served::Now(mut a) => {
-                look.decorate(&mut a.headers);
-                Entry::Answered(a)
-            }
-            Served::Compress(a, coding) => look.wait(a, coding, None),
-        };
+        let sreq = StaticRequest { method, path, query: uri.query(), headers, codings: 0, min_bytes: front.compress.min_bytes };
+        return look().serve_static(mount, rest, sreq);
     }
     let mut store = None;
     if let Some(cache) = &front.cache {
-        if let Some(key) = Cache::key(method, uri, headers, !bodiless) {
-            let now = std::time::Instant::now();
+        if let Some(key) = Cache::key_if(method, uri, head.authorization, !head.bodiless) {
+            let now = now.unwrap_or_else(Instant::now);
             match cache.lookup(key, headers, now) {
-                Some(entry) => return look.hit(cache, entry, now),
+                Some(entry) if front.may_pack(&entry.status, entry.body.len(), entry.compressible) => {
+                    return look().hit(cache, entry, now);
+                }
+                Some(entry) => {
+                    let origin = origin.cloned();
+                    let mut a = entry.answer_in(std::mem::take(&mut req.headers), now);
+                    if let Some(i) = cors {
+                        front.cors[i].decorate(origin.as_ref(), &mut a.headers);
+                    }
+                    return Entry::Answered(a);
+                }
                 // An answer to HEAD may be bodiless (an explicit HEAD route): only GET's are kept.
                 None if method == http::Method::GET => {
                     let kept = cache.wants_headers(key).then(|| headers.clone());
@@ -192,7 +204,16 @@ pub(crate) fn enter(run: &Run, conn: &ConnState, req: &http::request::Parts, bod
             }
         }
     }
-    Entry::Pass(Some(look.owned(store)))
+    Entry::Pass(Some(look().owned(store)))
+}
+
+impl Front {
+    /// Whether a whole answer of this status, size and type could be compressed at all:
+    /// what `Look::pack` checks first, known for a cache entry before any request header
+    /// is read.
+    fn may_pack(&self, status: &u16, len: usize, compressible: bool) -> bool {
+        self.compress.codings != 0 && len >= self.compress.min_bytes && !matches!(status, 204 | 206 | 304) && compressible
+    }
 }
 
 /// Takes the cache marker off an answer that will not be stored, so that it never
@@ -264,6 +285,22 @@ impl Ctx {
 }
 
 impl Look<'_> {
+    /// A static mount's answer. Out of line, like the other branches of `enter` that a
+    /// cache hit does not take: the hit's path stays short in the instruction cache.
+    #[cfg(feature = "static")]
+    #[inline(never)]
+    fn serve_static(&self, mount: &Mount, rest: &str, mut sreq: StaticRequest<'_>) -> Entry {
+        sreq.codings = self.codings;
+        match static_serve::serve(mount, rest, sreq) {
+            Served::Now(mut a) => {
+                self.decorate(&mut a.headers);
+                Entry::Answered(a)
+            }
+            Served::Compress(a, coding) => self.wait(a, coding, None),
+        }
+    }
+
+    #[inline(never)]
     fn owned(&self, store: Option<(http::Uri, Option<HeaderMap>)>) -> Ctx {
         Ctx { front: self.front.clone(), origin: self.origin.cloned(), cors: self.cors, accept: self.accept.cloned(), codings: self.codings, store }
     }
@@ -276,6 +313,7 @@ impl Look<'_> {
 
     /// A cache hit: its prebuilt answer with its age, compressed when the client asks
     /// (a copy kept with the entry, or made now and kept; a large one on the blocking pool).
+    #[inline(never)]
     fn hit(&self, cache: &Arc<Cache>, entry: Arc<CacheEntry>, now: std::time::Instant) -> Entry {
         let mut a = entry.answer(now);
         match self.pack(&mut a, Some(&entry)) {
@@ -295,6 +333,7 @@ impl Look<'_> {
     /// a cache hit's (the copy is then kept with its entry) or a static file's, which
     /// carries its coding already (`Served::Compress`). One future for both: each kind of
     /// future is code in the library, whose size CI guards.
+    #[cold]
     fn wait(&self, mut a: Answer, coding: Coding, hit: Option<(Arc<Cache>, Arc<CacheEntry>)>) -> Entry {
         let ctx = self.owned(None);
         Entry::Later(Box::pin(async move {

@@ -66,8 +66,8 @@ impl Observe {
     }
 
     /// The record that goes with the answer (in its in-flight guard).
-    pub fn observed(self: &Arc<Self>, begun: Begun, status: u16) -> Box<Observed> {
-        Box::new(Observed { begun, status, bytes: 0, observe: self.clone() })
+    pub fn observed(self: &Arc<Self>, begun: Begun, status: u16) -> Observed {
+        Observed { begun, status, bytes: 0, observe: self.clone() }
     }
 
     /// The exposition, when `path` is the metrics path.
@@ -160,6 +160,13 @@ struct Line {
 pub(crate) struct Begun {
     start: Instant,
     line: Option<Box<Line>>,
+}
+
+impl Begun {
+    /// When the request began (its head complete).
+    pub fn start(&self) -> Instant {
+        self.start
+    }
 }
 
 /// A request whose answer is under way; dropped (with the request's in-flight guard) when

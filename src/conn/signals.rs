@@ -18,6 +18,28 @@ struct Side {
     task: AtomicWaker,
 }
 
+impl Side {
+    /// Whether the signals must be polled now (their waker fired). The task's waker is
+    /// registered again only when a wake may have taken it (`woken` set: a signal stores
+    /// the flag before it takes the waker) or the task's waker changed: registering it on
+    /// every wake-up of the connection, once or more per request, cost an atomic swap and
+    /// a waker comparison each time. With the flag clear the registered waker is still
+    /// there, and a signal that fires later sets the flag and wakes the task.
+    fn take_wake(&self, known: &mut Option<Waker>, cx: &Context<'_>) -> bool {
+        let same = known.as_ref().is_some_and(|w| w.will_wake(cx.waker()));
+        if same && !self.woken.load(Ordering::Acquire) {
+            return false;
+        }
+        // Registered before the flag is read: a signal that fires in between is seen now
+        // or wakes the task again.
+        self.task.register(cx.waker());
+        if !same {
+            *known = Some(cx.waker().clone());
+        }
+        self.woken.swap(false, Ordering::AcqRel)
+    }
+}
+
 impl Wake for Side {
     fn wake(self: Arc<Self>) {
         self.wake_by_ref()
@@ -36,6 +58,8 @@ pub(crate) struct ConnOrSignal<'a, C, A, B> {
     b: Pin<&'a mut B>,
     side: Arc<Side>,
     waker: Waker,
+    /// The task's waker as last registered with `side`.
+    known: Option<Waker>,
 }
 
 impl<'a, C: Future, A: Future, B: Future> ConnOrSignal<'a, C, A, B> {
@@ -43,7 +67,7 @@ impl<'a, C: Future, A: Future, B: Future> ConnOrSignal<'a, C, A, B> {
         // Woken to begin with: the signals are polled once, which registers their waker.
         let side = Arc::new(Side { woken: AtomicBool::new(true), task: AtomicWaker::new() });
         let waker = Waker::from(side.clone());
-        ConnOrSignal { conn, a, b, side, waker }
+        ConnOrSignal { conn, a, b, side, waker, known: None }
     }
 }
 
@@ -55,10 +79,7 @@ impl<C: Future, A: Future, B: Future> Future for ConnOrSignal<'_, C, A, B> {
         if this.conn.as_mut().poll(cx).is_ready() {
             return Poll::Ready(false);
         }
-        // Registered before the flag is read: a signal that fires in between is seen now
-        // or wakes the task again.
-        this.side.task.register(cx.waker());
-        if this.side.woken.swap(false, Ordering::AcqRel) {
+        if this.side.take_wake(&mut this.known, cx) {
             let mut side_cx = Context::from_waker(&this.waker);
             if this.a.as_mut().poll(&mut side_cx).is_ready() || this.b.as_mut().poll(&mut side_cx).is_ready() {
                 return Poll::Ready(true);
@@ -75,6 +96,7 @@ pub(crate) struct WhenWoken<F> {
     inner: Pin<Box<F>>,
     side: Arc<Side>,
     waker: Waker,
+    known: Option<Waker>,
 }
 
 impl<F: Future> WhenWoken<F> {
@@ -82,7 +104,7 @@ impl<F: Future> WhenWoken<F> {
         // Woken to begin with: the first poll registers the inner future's waker.
         let side = Arc::new(Side { woken: AtomicBool::new(true), task: AtomicWaker::new() });
         let waker = Waker::from(side.clone());
-        WhenWoken { inner: Box::pin(inner), side, waker }
+        WhenWoken { inner: Box::pin(inner), side, waker, known: None }
     }
 
     /// The inner future, changed in a way that needs a poll to take effect (a timer
@@ -98,10 +120,7 @@ impl<F: Future> Future for WhenWoken<F> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let this = self.get_mut();
-        // Registered before the flag is read: a wake in between is seen now or wakes
-        // the task again.
-        this.side.task.register(cx.waker());
-        if this.side.woken.swap(false, Ordering::AcqRel) {
+        if this.side.take_wake(&mut this.known, cx) {
             return this.inner.as_mut().poll(&mut Context::from_waker(&this.waker));
         }
         Poll::Pending
