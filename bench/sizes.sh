@@ -8,7 +8,7 @@
 #                             bench/size_crates.py on unstripped builds)
 #   bench/sizes.sh --check    CI: skip the nightly, per-feature and symbol builds, write
 #                             target/sizes.md instead, and fail if the full library passes
-#                             3.67 MiB or the minimal one 1.38 MiB (regression guards over
+#                             3.75 MiB or the minimal one 1.38 MiB (regression guards over
 #                             today's sizes; the goals are missed, see README, Size)
 #
 # Builds (each stripped by its Cargo profile; `strip = true`):
@@ -164,11 +164,11 @@ if [[ $check -eq 1 ]]; then
     # per-crate opt-levels of Cargo.toml put it (3,728,256 bytes on 2026-12-03), plus the
     # 2026-12-04 work (prepared answers, the front's early answers with foldhash, per-thread
     # reuse in the engine: 3,795,696 bytes, +0.8 %) and rustls back at opt-level 3 for the TLS
-    # keep-alive path (3,858,408 bytes); 3,775,152 on 2026-12-05 once crossbeam-channel was
-    # replaced by src/queue.rs, with ~2 % room above that.
-    [[ $full -le 3848274 ]] || { echo "sizes: full library $full bytes > 3.67 MiB"; exit 1; }
+    # keep-alive path (3,858,408 bytes), with ~2 % room above that.
+    [[ $full -le 3932160 ]] || { echo "sizes: full library $full bytes > 3.75 MiB"; exit 1; }
     # The minimal library without WebSocket, static files and compression: 1,457,744 bytes
     # on 2026-12-03 (1,708,416 when they were always in), 1,498,976 on main ee81460 and
-    # 1,415,920 without crossbeam-channel (2026-12-05), with ~2 % room above that.
+    # 1,415,992 without crossbeam-channel (2026-12-05, the `crossbeam` feature off), with ~2 %
+    # room above that.
     [[ $minimal -le 1447035 ]] || { echo "sizes: minimal library $minimal bytes > 1.38 MiB"; exit 1; }
 fi

@@ -11,7 +11,7 @@ use crate::handler::{self, Handler, Request};
 use crate::log::Logger;
 use crate::registry;
 use crate::sysmon::{InlineSlot, InlineSlots};
-use crate::queue::{Lanes, TrySendError, Work};
+use crate::queue::{LaneReceiver, LaneSender, TrySendError, Work};
 use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::sync::{Arc, Weak};
@@ -55,16 +55,9 @@ enum Mode {
     /// `inline_budget` > 0 (auto dispatch): up to that many handlers run on I/O threads at
     /// once, and the runtime has one I/O thread more, so one is always free to serve the
     /// other connections while handlers block; past the budget, handlers go to the pool.
-    Pool { lanes: Arc<Lanes<Job, Callback>>, inline: Option<Arc<InlineSlots>> },
-}
-
-/// The server stopped: the pool threads finish what is queued and exit.
-impl Drop for Dispatcher {
-    fn drop(&mut self) {
-        if let Mode::Pool { lanes, .. } = &self.mode {
-            lanes.close();
-        }
-    }
+    /// Dropped with the dispatcher (the server stopped): the pool threads finish what is
+    /// queued and exit.
+    Pool { lanes: LaneSender<Job, Callback>, inline: Option<Arc<InlineSlots>> },
 }
 
 /// What connections and mailboxes hand their work to. Mailboxes hold it weakly: once
@@ -114,7 +107,7 @@ impl Dispatcher {
             Mode::Pool { lanes, .. } => match lanes.try_request(job) {
                 Ok(()) => Submit::Queued,
                 Err(TrySendError::Full(_)) => Submit::Full,
-                Err(TrySendError::Closed(_)) => Submit::Closed,
+                Err(TrySendError::Disconnected(_)) => Submit::Closed,
             },
         }
     }
@@ -201,10 +194,10 @@ impl Pool {
         hooks: Hooks,
         log: Logger,
     ) -> std::io::Result<(Pool, Arc<Dispatcher>)> {
-        let lanes = Lanes::<Job, Callback>::new(queue);
+        let (lanes, lanes_rx) = crate::queue::lanes::<Job, Callback>(queue);
         let mut pool = Pool { threads: Vec::with_capacity(size) };
         for n in 0..size {
-            let thread_lanes = lanes.clone();
+            let thread_lanes = lanes_rx.clone();
             let (hooks, log) = (hooks.clone(), log.clone());
             let spawned = std::thread::Builder::new().name(format!("ember-cb-{n}")).spawn(move || {
                 crate::inside::mark_engine_thread(server_id);
@@ -215,7 +208,7 @@ impl Pool {
             match spawned {
                 Ok(t) => pool.threads.push(t),
                 Err(e) => {
-                    lanes.close();
+                    drop(lanes);
                     pool.join();
                     return Err(e);
                 }
@@ -237,7 +230,7 @@ impl Pool {
 
 /// A pool thread: callbacks of ongoing exchanges first (they free resources and keep
 /// streams moving), then new requests; until the queues are closed and empty.
-fn work(server_id: u64, lanes: &Lanes<Job, Callback>, log: &Logger) {
+fn work(server_id: u64, lanes: &LaneReceiver<Job, Callback>, log: &Logger) {
     while let Some(work) = lanes.next() {
         match work {
             Work::Callback(cb) => cb(),

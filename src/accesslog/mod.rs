@@ -132,7 +132,7 @@ impl AccessLog {
         match answer.recv_timeout(REOPEN_WAIT) {
             Ok(result) => result,
             Err(RecvTimeoutError::Timeout) => Err(Error::new(ErrorKind::TimedOut, "reopen: the access log writer did not answer within 10 s")),
-            Err(RecvTimeoutError::Closed) => Err(gone()),
+            Err(RecvTimeoutError::Disconnected) => Err(gone()),
         }
     }
 
@@ -185,7 +185,7 @@ impl Writer {
                     self.flush();
                     continue;
                 }
-                Err(RecvTimeoutError::Closed) => break,
+                Err(RecvTimeoutError::Disconnected) => break,
             };
             match msg {
                 Msg::Line(record) => {

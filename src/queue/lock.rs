@@ -1,26 +1,24 @@
-//! The engine's two queues between threads, on a parking_lot mutex and condition variable
-//! (in every build already) rather than crossbeam-channel: crossbeam's channels and `select!`
-//! were about 50 KB of the minimal library (README, Size), for queues that are a handful of
-//! lines here. Both ends of a queue cost one uncontended lock per message; a waiting thread
-//! is woken through the condition variable's futex, as crossbeam's waker did.
-//!
-//! `channel`: a bounded queue with several senders and receivers (the access log's lines and
-//! its reopen answers). `Lanes`: the callback pool's two queues, the bounded one of requests
-//! and the unbounded one of callbacks, which the pool threads wait on together.
+//! The queues on a parking_lot mutex and condition variable (in every build already), for
+//! builds without the `crossbeam` feature (the minimal library): crossbeam's channels and
+//! `select!` are about 83 KB of it with their unwind tables, for queues that are a handful of
+//! lines here. Fewer instructions per job than crossbeam under callgrind, but slower under
+//! load (a waiting pool thread sleeps at once instead of spinning a little first), hence
+//! crossbeam in the default build (README, Size).
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::collections::VecDeque;
+use super::Work;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub(crate) enum TrySendError<T> {
     Full(T),
-    Closed(T),
+    Disconnected(T),
 }
 
 pub(crate) enum RecvTimeoutError {
     Timeout,
-    Closed,
+    Disconnected,
 }
 
 struct Chan<T> {
@@ -62,7 +60,7 @@ impl<T> Sender<T> {
     pub fn try_send(&self, msg: T) -> Result<(), TrySendError<T>> {
         let mut st = self.0.state.lock();
         if st.closed() {
-            return Err(TrySendError::Closed(msg));
+            return Err(TrySendError::Disconnected(msg));
         }
         if st.items.len() >= self.0.cap {
             return Err(TrySendError::Full(msg));
@@ -121,10 +119,10 @@ impl<T> Receiver<T> {
                 return Ok(msg);
             }
             if st.senders == 0 {
-                return Err(RecvTimeoutError::Closed);
+                return Err(RecvTimeoutError::Disconnected);
             }
             if self.0.filled.wait_until(&mut st, deadline).timed_out() && st.items.is_empty() {
-                return Err(if st.senders == 0 { RecvTimeoutError::Closed } else { RecvTimeoutError::Timeout });
+                return Err(if st.senders == 0 { RecvTimeoutError::Disconnected } else { RecvTimeoutError::Timeout });
             }
         }
     }
@@ -159,11 +157,8 @@ impl<T> Drop for Receiver<T> {
     }
 }
 
-/// The callback pool's queues: requests (bounded: a full queue is answered 503 by the caller)
-/// and callbacks of ongoing exchanges (unbounded, and taken first: they free resources and
-/// keep streams moving). Closed by `close` (the dispatcher's drop); the threads then finish
-/// what is queued and stop.
-pub(crate) struct Lanes<J, C> {
+/// The callback pool's queues (see `super`); closed when the `LaneSender` drops.
+struct Lanes<J, C> {
     state: Mutex<LaneState<J, C>>,
     ready: Condvar,
     cap: usize,
@@ -175,51 +170,65 @@ struct LaneState<J, C> {
     open: bool,
 }
 
-pub(crate) enum Work<J, C> {
-    Request(J),
-    Callback(C),
+pub(crate) struct LaneSender<J, C>(Arc<Lanes<J, C>>);
+pub(crate) struct LaneReceiver<J, C>(Arc<Lanes<J, C>>);
+
+pub(crate) fn lanes<J, C>(cap: usize) -> (LaneSender<J, C>, LaneReceiver<J, C>) {
+    let lanes = Arc::new(Lanes {
+        state: Mutex::new(LaneState { requests: VecDeque::new(), callbacks: VecDeque::new(), open: true }),
+        ready: Condvar::new(),
+        cap: cap.max(1),
+    });
+    (LaneSender(lanes.clone()), LaneReceiver(lanes))
 }
 
 impl<J, C> Lanes<J, C> {
-    pub fn new(cap: usize) -> Arc<Self> {
-        Arc::new(Lanes {
-            state: Mutex::new(LaneState { requests: VecDeque::new(), callbacks: VecDeque::new(), open: true }),
-            ready: Condvar::new(),
-            cap: cap.max(1),
-        })
-    }
-
     fn wake_one(&self, st: MutexGuard<'_, LaneState<J, C>>) {
         drop(st);
         self.ready.notify_one();
     }
 
+    fn close(&self) {
+        self.state.lock().open = false;
+        self.ready.notify_all();
+    }
+}
+
+impl<J, C> LaneSender<J, C> {
     /// A request, unless the queue is full or closed (the request comes back).
     pub fn try_request(&self, job: J) -> Result<(), TrySendError<J>> {
-        let mut st = self.state.lock();
+        let mut st = self.0.state.lock();
         if !st.open {
-            return Err(TrySendError::Closed(job));
+            return Err(TrySendError::Disconnected(job));
         }
-        if st.requests.len() >= self.cap {
+        if st.requests.len() >= self.0.cap {
             return Err(TrySendError::Full(job));
         }
         st.requests.push_back(job);
-        self.wake_one(st);
+        self.0.wake_one(st);
         Ok(())
     }
 
     /// A callback; dropped if the pool has closed.
     pub fn callback(&self, cb: C) {
-        let mut st = self.state.lock();
+        let mut st = self.0.state.lock();
         if st.open {
             st.callbacks.push_back(cb);
-            self.wake_one(st);
+            self.0.wake_one(st);
         }
     }
+}
 
+impl<J, C> Drop for LaneSender<J, C> {
+    fn drop(&mut self) {
+        self.0.close();
+    }
+}
+
+impl<J, C> LaneReceiver<J, C> {
     /// The next work, callbacks first; `None` once closed and empty.
     pub fn next(&self) -> Option<Work<J, C>> {
-        let mut st = self.state.lock();
+        let mut st = self.0.state.lock();
         loop {
             if let Some(cb) = st.callbacks.pop_front() {
                 return Some(Work::Callback(cb));
@@ -230,12 +239,13 @@ impl<J, C> Lanes<J, C> {
             if !st.open {
                 return None;
             }
-            self.ready.wait(&mut st);
+            self.0.ready.wait(&mut st);
         }
     }
+}
 
-    pub fn close(&self) {
-        self.state.lock().open = false;
-        self.ready.notify_all();
+impl<J, C> Clone for LaneReceiver<J, C> {
+    fn clone(&self) -> Self {
+        LaneReceiver(self.0.clone())
     }
 }
