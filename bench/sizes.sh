@@ -59,8 +59,8 @@ rows=()
 row() { rows+=("| $1 | $(kb "$2") | $2 | $3 |"); }
 row "libember.so, full (default features: HTTP/1.1 + HTTP/2, TLS, WebSocket, static files, gzip), release" "$full" "stripped: $(stripped target/release/libember.so)"
 if [[ $check -eq 0 ]]; then
-    cargo build -j2 --release --no-default-features --features http2,ws,static,gzip --lib --target-dir target/notls
-    row "libember.so, full without TLS (\`--no-default-features --features http2,ws,static,gzip\`)" "$(size_of target/notls/release/libember.so)" "stripped: yes"
+    cargo build -j2 --release --no-default-features --features http2,ws,static,gzip,crossbeam --lib --target-dir target/notls
+    row "libember.so, full without TLS (\`--no-default-features --features http2,ws,static,gzip,crossbeam\`)" "$(size_of target/notls/release/libember.so)" "stripped: yes"
 fi
 row "libember.so, minimal (HTTP/1.1 only: no HTTP/2, TLS, WebSocket, static files, compression), \`--profile minimal --no-default-features\`" "$minimal" "stripped: $(stripped "$minimal_so"); stable toolchain"
 if [[ -n "$nightly_so" ]]; then
@@ -71,7 +71,7 @@ fi
 feature_rows=()
 if [[ $check -eq 0 ]]; then
     base=""
-    for f in none http2 tls ws static gzip brotli zstd mime-db; do
+    for f in none http2 tls ws static gzip crossbeam brotli zstd mime-db; do
         args=(--no-default-features)
         [[ $f != none ]] && args+=(--features "$f")
         cargo build -j2 --release "${args[@]}" --lib --target-dir target/features
