@@ -11,7 +11,7 @@ use crate::handler::{self, Handler, Request};
 use crate::log::Logger;
 use crate::registry;
 use crate::sysmon::{InlineSlot, InlineSlots};
-use crossbeam_channel::{Receiver, Sender, TrySendError};
+use crate::queue::{LaneReceiver, LaneSender, TrySendError, Work};
 use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::sync::{Arc, Weak};
@@ -55,7 +55,9 @@ enum Mode {
     /// `inline_budget` > 0 (auto dispatch): up to that many handlers run on I/O threads at
     /// once, and the runtime has one I/O thread more, so one is always free to serve the
     /// other connections while handlers block; past the budget, handlers go to the pool.
-    Pool { requests: Sender<Job>, callbacks: Sender<Callback>, inline: Option<Arc<InlineSlots>> },
+    /// Dropped with the dispatcher (the server stopped): the pool threads finish what is
+    /// queued and exit.
+    Pool { lanes: LaneSender<Job, Callback>, inline: Option<Arc<InlineSlots>> },
 }
 
 /// What connections and mailboxes hand their work to. Mailboxes hold it weakly: once
@@ -102,7 +104,7 @@ impl Dispatcher {
     pub fn submit(&self, job: Job) -> Submit {
         match &self.mode {
             Mode::Inline => Submit::Closed,
-            Mode::Pool { requests, .. } => match requests.try_send(job) {
+            Mode::Pool { lanes, .. } => match lanes.try_request(job) {
                 Ok(()) => Submit::Queued,
                 Err(TrySendError::Full(_)) => Submit::Full,
                 Err(TrySendError::Disconnected(_)) => Submit::Closed,
@@ -114,11 +116,11 @@ impl Dispatcher {
     fn schedule(&self, mailbox: Arc<Mailbox>) {
         match &self.mode {
             Mode::Inline => mailbox.drain(),
-            Mode::Pool { callbacks, .. } => {
+            Mode::Pool { lanes, .. } => {
                 // The callback queue is unbounded on purpose: every handle posts a bounded
                 // number of events (a final one, and one per refused write or read), and
                 // WebSocket readers stop reading while their mailbox is full.
-                let _ = callbacks.send(Box::new(move || mailbox.drain()));
+                lanes.callback(Box::new(move || mailbox.drain()));
             }
         }
     }
@@ -192,29 +194,28 @@ impl Pool {
         hooks: Hooks,
         log: Logger,
     ) -> std::io::Result<(Pool, Arc<Dispatcher>)> {
-        let (req_tx, req_rx) = crossbeam_channel::bounded::<Job>(queue.max(1));
-        let (cb_tx, cb_rx) = crossbeam_channel::unbounded::<Callback>();
+        let (lanes, lanes_rx) = crate::queue::lanes::<Job, Callback>(queue);
         let mut pool = Pool { threads: Vec::with_capacity(size) };
         for n in 0..size {
-            let (req_rx, cb_rx) = (req_rx.clone(), cb_rx.clone());
+            let thread_lanes = lanes_rx.clone();
             let (hooks, log) = (hooks.clone(), log.clone());
             let spawned = std::thread::Builder::new().name(format!("ember-cb-{n}")).spawn(move || {
                 crate::inside::mark_engine_thread(server_id);
                 hooks.start();
-                work(server_id, &req_rx, &cb_rx, &log);
+                work(server_id, &thread_lanes, &log);
                 hooks.stop();
             });
             match spawned {
                 Ok(t) => pool.threads.push(t),
                 Err(e) => {
-                    drop((req_tx, cb_tx));
+                    drop(lanes);
                     pool.join();
                     return Err(e);
                 }
             }
         }
         let inline = (inline_budget > 0).then(|| InlineSlots::new(inline_budget, handler_timeout));
-        let mode = Mode::Pool { requests: req_tx, callbacks: cb_tx, inline };
+        let mode = Mode::Pool { lanes, inline };
         let dispatcher = Arc::new(Dispatcher { server_id, mode, stream_queue });
         Ok((pool, dispatcher))
     }
@@ -228,34 +229,17 @@ impl Pool {
 }
 
 /// A pool thread: callbacks of ongoing exchanges first (they free resources and keep
-/// streams moving), then new requests; until both queues are closed and empty.
-fn work(server_id: u64, requests: &Receiver<Job>, callbacks: &Receiver<Callback>, log: &Logger) {
-    let run_request = |job: Job| {
-        // The client may have left (or the server stopped) while the job queued.
-        if let Some(data) = registry::deliver(job.id) {
-            handler::invoke(server_id, &job.handler, &Request { data }, log);
-        }
-    };
-    let (mut requests_open, mut callbacks_open) = (true, true);
-    while requests_open || callbacks_open {
-        if let Ok(cb) = callbacks.try_recv() {
-            cb();
-            continue;
-        }
-        match (requests_open, callbacks_open) {
-            (true, true) => crossbeam_channel::select! {
-                recv(callbacks) -> cb => match cb { Ok(cb) => cb(), Err(_) => callbacks_open = false },
-                recv(requests) -> job => match job { Ok(job) => run_request(job), Err(_) => requests_open = false },
-            },
-            (true, false) => match requests.recv() {
-                Ok(job) => run_request(job),
-                Err(_) => requests_open = false,
-            },
-            (false, true) => match callbacks.recv() {
-                Ok(cb) => cb(),
-                Err(_) => callbacks_open = false,
-            },
-            (false, false) => {}
+/// streams moving), then new requests; until the queues are closed and empty.
+fn work(server_id: u64, lanes: &LaneReceiver<Job, Callback>, log: &Logger) {
+    while let Some(work) = lanes.next() {
+        match work {
+            Work::Callback(cb) => cb(),
+            // The client may have left (or the server stopped) while the job queued.
+            Work::Request(job) => {
+                if let Some(data) = registry::deliver(job.id) {
+                    handler::invoke(server_id, &job.handler, &Request { data }, log);
+                }
+            }
         }
     }
 }

@@ -48,6 +48,7 @@ mod listener;
 pub mod log;
 mod metrics;
 mod observe;
+mod queue;
 pub mod prepared;
 mod registry;
 mod reply;

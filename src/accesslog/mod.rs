@@ -9,7 +9,7 @@
 use crate::dispatch::Hooks;
 use crate::error::{Error, ErrorKind, Result};
 use crate::log::Logger;
-use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender, TrySendError};
+use crate::queue::{bounded, Receiver, RecvTimeoutError, Sender};
 use http::{HeaderValue, Method, Version};
 use parking_lot::Mutex;
 use std::fs::{File, OpenOptions};
@@ -112,11 +112,8 @@ impl AccessLog {
 
     /// Hands a record to the writer; never blocks.
     pub fn send(&self, record: Record) {
-        match self.tx.try_send(Msg::Line(Box::new(record))) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
-                self.dropped.fetch_add(1, Relaxed);
-            }
+        if self.tx.try_send(Msg::Line(Box::new(record))).is_err() {
+            self.dropped.fetch_add(1, Relaxed);
         }
     }
 
