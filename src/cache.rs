@@ -70,6 +70,8 @@ impl Entry {
     pub fn answer(&self, now: Instant) -> Answer {
         let mut a = Answer::new(self.status, self.headers.clone(), self.body.clone());
         self.set_age(&mut a.headers, now);
+        // `store` took the marker off: no lookup for it on the way out.
+        a.marked = false;
         a
     }
 
@@ -88,6 +90,7 @@ impl Entry {
             }
         }
         let mut a = Answer::new(self.status, map, self.body.clone());
+        // `store` took the marker off: no lookup for it on the way out.
         a.marked = false;
         a
     }
