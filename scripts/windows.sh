@@ -31,6 +31,18 @@ failed=()
 ok() { echo "ok   $*"; pass=$((pass + 1)); }
 bad() { echo "FAIL $*"; fail=$((fail + 1)); failed+=("$*"); }
 
+# A mirror mid-sync fails one index file ("File has unexpected size") and apt-get update exits
+# non-zero though the other indices came: retry a few times, then let apt_install try anyway
+# (it updates again between its own tries).
+apt_update() {
+    local i
+    for i in 1 2 3 4 5; do
+        apt-get update -qq && return 0
+        sleep 15
+    done
+    return 0
+}
+
 apt_install() {
     export DEBIAN_FRONTEND=noninteractive
     local i
@@ -52,7 +64,7 @@ setup() {
     if [[ ! -x /usr/lib/wine/wine64 ]]; then apt_install wine64 wine; fi
     if [[ ! -x /usr/lib/wine/wine ]] || ! dpkg -s wine32:i386 >/dev/null 2>&1; then
         dpkg --add-architecture i386
-        apt-get update -qq
+        apt_update
         apt_install wine32:i386
     fi
     command -v curl >/dev/null || apt_install curl

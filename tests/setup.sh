@@ -15,8 +15,11 @@ command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || need+=(nginx)   # the f
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq "${need[@]}" >/dev/null
+  # A mirror mid-sync fails one index file and update exits non-zero though the rest came:
+  # retry, then install with what came (the install retries once after a fresh update).
+  for i in 1 2 3 4 5; do apt-get update -qq && break; sleep 15; done
+  apt-get install -y -qq "${need[@]}" >/dev/null ||
+    { sleep 30; apt-get update -qq || true; apt-get install -y -qq "${need[@]}" >/dev/null; }
 fi
 # zstandard: decodes the zstd answers of tests/python/test_compression_zstd.py.
 python3 -c 'import pytest, requests, httpx, h2, websockets.sync.client, zstandard' 2>/dev/null ||
