@@ -21,6 +21,8 @@ mod file_body;
 mod mime_types;
 pub mod filter;
 pub mod front;
+// The front's configuration calls on Server (front.rs is the per-request part).
+mod front_config;
 #[cfg(feature = "static")]
 pub mod static_files;
 #[cfg(feature = "static")]
