@@ -13,7 +13,7 @@ import threading
 import weakref
 from typing import Any, Callable
 
-from . import _lib
+from . import _crossing, _lib
 from ._async import LoopRunner
 from ._events import events_of
 from .request import Request
@@ -102,6 +102,10 @@ def make_dispatch(table: list, runner: LoopRunner,
     runs a call on a binding thread (OFFLOAD routes)."""
     respond = _lib.held.ember_request_respond
     respond_answer = _lib.held.ember_request_respond_answer
+    fast = _crossing.speedups
+    if fast is not None:  # the C crossing: (handle, status, head, body), no ctypes conversion
+        respond4 = fast.respond
+        respond_answer = fast.respond_answer
     nocopy_min = NOCOPY_MIN
     OK = _lib.OK
     submit = runner.submit
@@ -170,7 +174,8 @@ def make_dispatch(table: list, runner: LoopRunner,
                 return
             n = len(body)
             if n < nocopy_min:
-                rc = respond(handle, status, head, len(head), body, n)
+                rc = (respond4(handle, status, head, body) if fast is not None
+                      else respond(handle, status, head, len(head), body, n))
             else:
                 rc = send(handle, status, head, body)
             if rc != OK:
