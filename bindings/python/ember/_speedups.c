@@ -23,6 +23,7 @@
 typedef int32_t (*respond_fn)(uint64_t, uint16_t, const char *, size_t, const void *, size_t);
 typedef int32_t (*respond_answer_fn)(uint64_t, uint64_t);
 
+static PyObject *str_value; /* "value", interned once: GetAttrString builds it per call */
 static respond_fn engine_respond;
 static respond_answer_fn engine_respond_answer;
 
@@ -126,7 +127,7 @@ static PyObject *sp_respond_answer(PyObject *self, PyObject *const *args, Py_ssi
         if (as_u64(args[1], &answer))
             return NULL;
     } else {
-        PyObject *v = PyObject_GetAttrString(args[1], "value");
+        PyObject *v = PyObject_GetAttr(args[1], str_value); /* an Answer (c_uint64) */
         if (v == NULL)
             return NULL;
         int bad = as_u64(v, &answer);
@@ -222,6 +223,9 @@ PyMODINIT_FUNC PyInit__speedups(void)
         PyErr_SetString(PyExc_ImportError, "ember._speedups needs a 64-bit process");
         return NULL;
     }
+    str_value = PyUnicode_InternFromString("value");
+    if (str_value == NULL)
+        return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
