@@ -95,6 +95,8 @@ def test_the_extension_refuses_misuse():
         sp.respond(1, 200, b"")
     with pytest.raises(TypeError):
         sp.register(42)
+    with pytest.raises(TypeError):
+        sp.register(print, (), object, object, print, print)
     with pytest.raises((ValueError, TypeError)):
         sp.bind(0, 0)
     sp.unregister(0)  # no such key: nothing happens

@@ -146,6 +146,16 @@ def make_dispatch(table: list, runner: LoopRunner,
                 request = kept()
                 if request is not None:
                     request._detach()
+        except BaseException as e:
+            failed(handle, info, request, e)
+            return
+        finish(handle, info, request, stream, result)
+
+    def finish(handle: int, info: int, request: Request | None, stream: Any, result: Any) -> None:
+        """Answers with what a SYNC handler returned; ``request`` is None unless the handler
+        kept it (then it is detached). The C crossing calls this for every result but a
+        prepared Response, which it answers itself."""
+        try:
             if type(result) is not Response:
                 if stream is not None:
                     after_stream(stream, result)
@@ -181,14 +191,23 @@ def make_dispatch(table: list, runner: LoopRunner,
             if rc != OK:
                 respond_failed(rc, handle, status, head, body, request)
         except BaseException as e:
-            try:
-                if request is None:
-                    request = Request(handle, info)
-                handler_failed(handle, request, e)
-            except BaseException:
-                pass
+            failed(handle, info, request, e)
 
+    on_request.finish = finish  # type: ignore[attr-defined]
     return on_request
+
+
+def failed(handle: int, info: int, request: Request | None, e: BaseException) -> None:
+    """A handler (or answering for it) raised ``e``: 500 and a log line with its traceback."""
+    try:
+        if request is None:
+            request = Request(handle, info)
+        try:
+            raise e  # handled again, so that logging's exc_info finds it
+        except BaseException:
+            handler_failed(handle, request, e)
+    except BaseException:
+        pass
 
 
 def _unkept_count() -> int:

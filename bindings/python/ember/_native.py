@@ -51,7 +51,10 @@ class _Native:
         sp = _crossing.speedups
         if sp is not None:
             # The C crossing: one C callback for every server; user_data says which.
-            self.key = sp.register(dispatch)
+            from ._dispatch import failed
+            from .request import Request
+            from .response import Response
+            self.key = sp.register(dispatch, self.table, Request, Response, dispatch.finish, failed)
             self.handler_cb = _crossing.C_HANDLER
         else:
             self.key = 0

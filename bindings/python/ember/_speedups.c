@@ -19,6 +19,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 
 typedef int32_t (*respond_fn)(uint64_t, uint16_t, const char *, size_t, const void *, size_t);
 typedef int32_t (*respond_answer_fn)(uint64_t, uint64_t);
@@ -31,39 +32,118 @@ static respond_answer_fn engine_respond_answer;
  * (key << 32) | slot, so one C callback serves every server; keys are handed out once
  * and a freed server's entry is cleared (after ember_server_free no callback runs). */
 #define MAX_SERVERS 4096
-static PyObject *dispatchers[MAX_SERVERS];
+typedef struct {
+    PyObject *dispatch; /* on_request(slot, handle, info): every route but a plain sync one */
+    PyObject *table;    /* the server's route table: (handler, mode) per slot */
+    PyObject *request;  /* ember.Request */
+    PyObject *response; /* ember.Response */
+    PyObject *finish;   /* finish(handle, info, request|None, stream, result) */
+    PyObject *failed;   /* failed(handle, info, request|None, exception) */
+} server;
+static server servers[MAX_SERVERS];
 static size_t next_key = 1;
+static PyObject *str_stream, *str_prep, *str_detach;
+static int as_u64(PyObject *o, uint64_t *out);
 
-/* ember_handler_fn. Runs on an engine thread, without the GIL. */
-static void on_request(void *user_data, uint64_t req, const void *info)
+static void call_py(PyObject *fn, PyObject **args, size_t n)
 {
-    size_t ud = (size_t)user_data;
-    size_t key = ud >> 32;
-    PyGILState_STATE st = PyGILState_Ensure();
-    PyObject *fn = key < MAX_SERVERS ? dispatchers[key] : NULL;
-    if (fn != NULL) {
-        PyObject *args[3];
-        args[0] = PyLong_FromSize_t(ud & 0xFFFFFFFFu);
-        args[1] = PyLong_FromUnsignedLongLong(req);
-        args[2] = PyLong_FromSize_t((size_t)info);
-        if (args[0] && args[1] && args[2]) {
-            Py_INCREF(fn); /* unregister() may run inside the handler */
-            PyObject *r = PyObject_Vectorcall(fn, args, 3, NULL);
-            if (r == NULL)
-                PyErr_WriteUnraisable(fn); /* dispatch catches everything; this is a bug */
-            else
-                Py_DECREF(r);
-            Py_DECREF(fn);
-        } else {
-            PyErr_WriteUnraisable(NULL);
-        }
-        Py_XDECREF(args[0]);
-        Py_XDECREF(args[1]);
-        Py_XDECREF(args[2]);
+    PyObject *r = PyObject_Vectorcall(fn, args, n, NULL);
+    if (r == NULL)
+        PyErr_WriteUnraisable(fn); /* these catch everything; this is a bug */
+    else
+        Py_DECREF(r);
+}
+
+/* The handler raised (the error is set): failed() logs it with its traceback and answers 500. */
+static void handler_raised(server *sv, PyObject *h, PyObject *i, PyObject *req)
+{
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (value == NULL) { /* cannot happen after normalizing; keep the 500 anyway */
+        value = Py_None;
+        Py_INCREF(value);
     }
-    /* No dispatcher (cannot happen while the server lives): the request stays unanswered
-     * and the engine's handler timeout answers it. */
-    PyGILState_Release(st);
+    if (tb != NULL)
+        PyException_SetTraceback(value, tb);
+    PyObject *args[4] = {h, i, req ? req : Py_None, value};
+    call_py(sv->failed, args, 4);
+    Py_XDECREF(type);
+    Py_DECREF(value);
+    Py_XDECREF(tb);
+}
+
+/* A sync route: the Request made and the handler called here. A prepared Response (the
+ * constant answer of a route) for a request the handler did not keep is answered here
+ * with ember_request_respond_answer; any other result goes to finish(). */
+static void run_sync(server *sv, PyObject *fn, uint64_t handle, size_t info)
+{
+    PyObject *h = PyLong_FromUnsignedLongLong(handle);
+    PyObject *i = PyLong_FromSize_t(info);
+    PyObject *req = NULL, *res = NULL, *stream = NULL, *prep = NULL, *v = NULL;
+    if (h == NULL || i == NULL) {
+        PyErr_WriteUnraisable(NULL);
+        goto out;
+    }
+    PyObject *args[5] = {h, i, NULL, NULL, NULL};
+    req = PyObject_Vectorcall(sv->request, args, 2, NULL);
+    if (req == NULL) {
+        handler_raised(sv, h, i, NULL);
+        goto out;
+    }
+    res = PyObject_Vectorcall(fn, &req, 1, NULL);
+    if (res == NULL) {
+        handler_raised(sv, h, i, req);
+        goto out;
+    }
+    stream = PyObject_GetAttr(req, str_stream);
+    if (stream == NULL) {
+        handler_raised(sv, h, i, req);
+        goto out;
+    }
+    if (Py_REFCNT(req) == 1) {
+        /* Not kept: its views end with the answer. */
+        Py_CLEAR(req);
+        if (stream == Py_None && Py_TYPE(res) == (PyTypeObject *)sv->response) {
+            prep = PyObject_GetAttr(res, str_prep);
+            if (prep == NULL) {
+                handler_raised(sv, h, i, NULL);
+                goto out;
+            }
+            if (prep != Py_None && !PyLong_Check(prep) && engine_respond_answer != NULL) {
+                uint64_t answer;
+                v = PyObject_GetAttr(prep, str_value);
+                if (v == NULL || as_u64(v, &answer) < 0) {
+                    handler_raised(sv, h, i, NULL);
+                    goto out;
+                }
+                if (engine_respond_answer(handle, answer) == 0)
+                    goto out;
+                /* Refused: finish() answers again the slow way and reports why. */
+            }
+        }
+    }
+    if (req != NULL) {
+        /* Kept by the handler: copied out of engine memory before the answer. */
+        PyObject *r = PyObject_CallMethodNoArgs(req, str_detach);
+        if (r == NULL) {
+            handler_raised(sv, h, i, req);
+            goto out;
+        }
+        Py_DECREF(r);
+    }
+    args[2] = req ? req : Py_None;
+    args[3] = stream;
+    args[4] = res;
+    call_py(sv->finish, args, 5);
+out:
+    Py_XDECREF(h);
+    Py_XDECREF(i);
+    Py_XDECREF(req);
+    Py_XDECREF(res);
+    Py_XDECREF(stream);
+    Py_XDECREF(prep);
+    Py_XDECREF(v);
 }
 
 static int as_u64(PyObject *o, uint64_t *out)
@@ -77,6 +157,45 @@ static int as_u64(PyObject *o, uint64_t *out)
         return -1;
     *out = v;
     return 0;
+}
+
+/* ember_handler_fn. Runs on an engine thread, without the GIL. */
+static void on_request(void *user_data, uint64_t req, const void *info)
+{
+    size_t ud = (size_t)user_data;
+    size_t key = ud >> 32, slot = ud & 0xFFFFFFFFu;
+    PyGILState_STATE st = PyGILState_Ensure();
+    server *sv = key < MAX_SERVERS ? &servers[key] : NULL;
+    if (sv == NULL || sv->dispatch == NULL) {
+        /* Cannot happen while the server lives: the engine's handler timeout answers. */
+        PyGILState_Release(st);
+        return;
+    }
+    PyObject *entry = slot < (size_t)PyList_GET_SIZE(sv->table) ? PyList_GET_ITEM(sv->table, slot) : NULL;
+    if (entry != NULL && PyTuple_CheckExact(entry) && PyTuple_GET_SIZE(entry) == 2 &&
+        PyLong_CheckExact(PyTuple_GET_ITEM(entry, 1)) && PyLong_AsLong(PyTuple_GET_ITEM(entry, 1)) == 0) {
+        PyObject *fn = PyTuple_GET_ITEM(entry, 0);
+        Py_INCREF(fn); /* the table may change while it runs */
+        run_sync(sv, fn, req, (size_t)info);
+        Py_DECREF(fn);
+    } else {
+        PyObject *args[3];
+        args[0] = PyLong_FromSize_t(slot);
+        args[1] = PyLong_FromUnsignedLongLong(req);
+        args[2] = PyLong_FromSize_t((size_t)info);
+        if (args[0] && args[1] && args[2]) {
+            PyObject *fn = sv->dispatch;
+            Py_INCREF(fn);
+            call_py(fn, args, 3);
+            Py_DECREF(fn);
+        } else {
+            PyErr_WriteUnraisable(NULL);
+        }
+        Py_XDECREF(args[0]);
+        Py_XDECREF(args[1]);
+        Py_XDECREF(args[2]);
+    }
+    PyGILState_Release(st);
 }
 
 static int unbound(void)
@@ -165,12 +284,14 @@ static PyObject *sp_bind(PyObject *self, PyObject *const *args, Py_ssize_t n)
     Py_RETURN_NONE;
 }
 
-/* register(dispatch) -> key: routes of that server pass (key << 32) | slot as user_data. */
-static PyObject *sp_register(PyObject *self, PyObject *fn)
+/* register(dispatch, table, Request, Response, finish, failed) -> key: routes of that
+ * server pass (key << 32) | slot as user_data. */
+static PyObject *sp_register(PyObject *self, PyObject *const *args, Py_ssize_t n)
 {
     (void)self;
-    if (!PyCallable_Check(fn)) {
-        PyErr_SetString(PyExc_TypeError, "ember: dispatch must be callable");
+    if (n != 6 || !PyList_CheckExact(args[1]) || !PyType_Check(args[2]) || !PyType_Check(args[3]) ||
+        !PyCallable_Check(args[0]) || !PyCallable_Check(args[4]) || !PyCallable_Check(args[5])) {
+        PyErr_SetString(PyExc_TypeError, "register(dispatch, table: list, Request, Response, finish, failed)");
         return NULL;
     }
     if (next_key >= MAX_SERVERS) {
@@ -178,8 +299,12 @@ static PyObject *sp_register(PyObject *self, PyObject *fn)
         return NULL;
     }
     size_t key = next_key++;
-    Py_INCREF(fn);
-    dispatchers[key] = fn;
+    PyObject **slots[6] = {&servers[key].dispatch, &servers[key].table, &servers[key].request,
+                           &servers[key].response, &servers[key].finish, &servers[key].failed};
+    for (int k = 0; k < 6; k++) {
+        Py_INCREF(args[k]);
+        *slots[k] = args[k];
+    }
     return PyLong_FromSize_t(key);
 }
 
@@ -190,10 +315,15 @@ static PyObject *sp_unregister(PyObject *self, PyObject *o)
     size_t key = PyLong_AsSize_t(o);
     if (key == (size_t)-1 && PyErr_Occurred())
         return NULL;
-    if (key > 0 && key < MAX_SERVERS) {
-        PyObject *fn = dispatchers[key];
-        dispatchers[key] = NULL;
-        Py_XDECREF(fn);
+    if (key > 0 && key < MAX_SERVERS && servers[key].dispatch != NULL) {
+        server old = servers[key];
+        memset(&servers[key], 0, sizeof(server));
+        Py_DECREF(old.dispatch);
+        Py_DECREF(old.table);
+        Py_DECREF(old.request);
+        Py_DECREF(old.response);
+        Py_DECREF(old.finish);
+        Py_DECREF(old.failed);
     }
     Py_RETURN_NONE;
 }
@@ -205,7 +335,8 @@ static PyMethodDef methods[] = {
      "respond_answer(handle, answer) -> ember_result (ember_request_respond_answer)"},
     {"bind", (PyCFunction)(void (*)(void))sp_bind, METH_FASTCALL,
      "bind(respond_addr, respond_answer_addr): the engine functions to call"},
-    {"register", sp_register, METH_O, "register(dispatch) -> key for route user_data"},
+    {"register", (PyCFunction)(void (*)(void))sp_register, METH_FASTCALL,
+     "register(dispatch, table, Request, Response, finish, failed) -> key for route user_data"},
     {"unregister", sp_unregister, METH_O, "unregister(key) once the server is freed"},
     {NULL, NULL, 0, NULL},
 };
@@ -224,7 +355,10 @@ PyMODINIT_FUNC PyInit__speedups(void)
         return NULL;
     }
     str_value = PyUnicode_InternFromString("value");
-    if (str_value == NULL)
+    str_stream = PyUnicode_InternFromString("_stream");
+    str_prep = PyUnicode_InternFromString("_prep");
+    str_detach = PyUnicode_InternFromString("_detach");
+    if (str_value == NULL || str_stream == NULL || str_prep == NULL || str_detach == NULL)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
