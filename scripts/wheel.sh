@@ -33,6 +33,13 @@ build() {
     else
         echo "auditwheel found no manylinux tag; keeping linux_x86_64"
     fi
+    # The optional C extension (the request crossing in C) must be in the wheel this
+    # script ships; without a compiler it would silently fall back to ctypes.
+    if "$PYTHON" -m zipfile -l "$out"/ember-*.whl | grep -q 'ember/_speedups'; then
+        echo "wheel carries ember._speedups"
+    else
+        echo "FAIL: the wheel lacks ember._speedups (no C compiler or Python headers?)"; return 1
+    fi
     echo "built $(ls "$out"/ember-*.whl)"
 }
 
@@ -67,7 +74,7 @@ test_installed() {
         echo "FAIL hello.py answered '$reply'"; cat "$w/hello.log"; fail=$((fail + 1))
     fi
     echo "== binding tests against the installed wheel"
-    if (cd "$w" && "${envs[@]}" EMBER_TEST_INSTALLED=1 "$w/venv/bin/python" -m pytest -q -p no:cacheprovider "$root/tests/python"); then
+    if (cd "$w" && "${envs[@]}" EMBER_TEST_INSTALLED=1 EMBER_REQUIRE_SPEEDUPS=1 "$w/venv/bin/python" -m pytest -q -p no:cacheprovider "$root/tests/python"); then
         pass=$((pass + 1))
     else
         fail=$((fail + 1))

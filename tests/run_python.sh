@@ -24,7 +24,19 @@ fi
 PYTHONPATH="$root/bindings/python${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONPATH
 
+# The optional C extension ember._speedups (the per-request crossing in C): built in place
+# so that the tests use it; test_crossing.py then insists on it. The binding tests run
+# once with it and once on the ctypes path (EMBER_PY_SPEEDUPS=0), the fallback every
+# Python without the extension takes. EMBER_NO_SPEEDUPS=1 skips building it.
+if [ "${EMBER_NO_SPEEDUPS:-0}" != 1 ]; then
+    (cd "$root/bindings/python" && "$PYTHON" setup.py -q build_ext --inplace >/dev/null 2>&1) || true
+    EMBER_REQUIRE_SPEEDUPS=1
+    export EMBER_REQUIRE_SPEEDUPS
+fi
+
 "$PYTHON" -m pytest "$root/tests/python" -q "$@"
+echo "== binding tests again on the ctypes crossing (EMBER_PY_SPEEDUPS=0)"
+EMBER_PY_SPEEDUPS=0 "$PYTHON" -m pytest "$root/tests/python" -q "$@"
 
 if [ "${EMBER_SKIP_FRAMEWORKS:-0}" != 1 ]; then
     # The frameworks and the servers they are compared with live in their own venv

@@ -11,6 +11,7 @@
     app.run(8080)
 """
 
+from ._crossing import CROSSING as crossing
 from ._front import CACHE_HEADER, compression_codings
 from ._lib import candidates as library_candidates
 from .body import AsyncBodyStream, BodyStream
@@ -30,7 +31,7 @@ __all__ = ["Server", "Request", "Response", "Headers", "Deferred", "EmberError",
            "ClientDisconnected", "StreamClosed", "WriteTimeout", "ReadTimeout", "WouldBlock", "BodyTooLarge",
            "BodyTooSlow", "WebSocketClosed",
            "engine_version", "abi_version", "library_candidates", "CACHE_HEADER",
-           "compression_codings"]
+           "compression_codings", "crossing"]
 
 __version__ = "0.1.0"
 

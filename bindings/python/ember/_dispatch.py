@@ -13,7 +13,7 @@ import threading
 import weakref
 from typing import Any, Callable
 
-from . import _lib
+from . import _crossing, _lib
 from ._async import LoopRunner
 from ._events import events_of
 from .request import Request
@@ -102,6 +102,10 @@ def make_dispatch(table: list, runner: LoopRunner,
     runs a call on a binding thread (OFFLOAD routes)."""
     respond = _lib.held.ember_request_respond
     respond_answer = _lib.held.ember_request_respond_answer
+    fast = _crossing.speedups
+    if fast is not None:  # the C crossing: (handle, status, head, body), no ctypes conversion
+        respond4 = fast.respond
+        respond_answer = fast.respond_answer
     nocopy_min = NOCOPY_MIN
     OK = _lib.OK
     submit = runner.submit
@@ -142,6 +146,16 @@ def make_dispatch(table: list, runner: LoopRunner,
                 request = kept()
                 if request is not None:
                     request._detach()
+        except BaseException as e:
+            failed(handle, info, request, e)
+            return
+        finish(handle, info, request, stream, result)
+
+    def finish(handle: int, info: int, request: Request | None, stream: Any, result: Any) -> None:
+        """Answers with what a SYNC handler returned; ``request`` is None unless the handler
+        kept it (then it is detached). The C crossing calls this for every result but a
+        prepared Response, which it answers itself."""
+        try:
             if type(result) is not Response:
                 if stream is not None:
                     after_stream(stream, result)
@@ -170,20 +184,30 @@ def make_dispatch(table: list, runner: LoopRunner,
                 return
             n = len(body)
             if n < nocopy_min:
-                rc = respond(handle, status, head, len(head), body, n)
+                rc = (respond4(handle, status, head, body) if fast is not None
+                      else respond(handle, status, head, len(head), body, n))
             else:
                 rc = send(handle, status, head, body)
             if rc != OK:
                 respond_failed(rc, handle, status, head, body, request)
         except BaseException as e:
-            try:
-                if request is None:
-                    request = Request(handle, info)
-                handler_failed(handle, request, e)
-            except BaseException:
-                pass
+            failed(handle, info, request, e)
 
+    on_request.finish = finish  # type: ignore[attr-defined]
     return on_request
+
+
+def failed(handle: int, info: int, request: Request | None, e: BaseException) -> None:
+    """A handler (or answering for it) raised ``e``: 500 and a log line with its traceback."""
+    try:
+        if request is None:
+            request = Request(handle, info)
+        try:
+            raise e  # handled again, so that logging's exc_info finds it
+        except BaseException:
+            handler_failed(handle, request, e)
+    except BaseException:
+        pass
 
 
 def _unkept_count() -> int:

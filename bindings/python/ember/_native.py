@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from ctypes import byref
 from typing import Any
 
-from . import _lib
+from . import _crossing, _lib
 from ._async import LoopRunner
 from ._dispatch import (ASYNC, LOG_CB, OFFLOAD, SYNC, THREAD_START_CB, THREAD_STOP_CB, engine_min_level,
                         make_dispatch)
@@ -47,7 +47,18 @@ class _Native:
         self.inline = inline
         self.runner = runner
         self._offload: ThreadPoolExecutor | None = None
-        self.handler_cb = _lib.HANDLER_FN(make_dispatch(self.table, runner, self.offload))
+        dispatch = make_dispatch(self.table, runner, self.offload)
+        sp = _crossing.speedups
+        if sp is not None:
+            # The C crossing: one C callback for every server; user_data says which.
+            from ._dispatch import failed
+            from .request import Request
+            from .response import Response
+            self.key = sp.register(dispatch, self.table, Request, Response, dispatch.finish, failed)
+            self.handler_cb = _crossing.C_HANDLER
+        else:
+            self.key = 0
+            self.handler_cb = _lib.HANDLER_FN(dispatch)
         self.release_cb = _lib.RELEASE_FN(self._release)
         self.ws = WsHub(self.table, runner)
         self._cond = threading.Condition()
@@ -57,7 +68,7 @@ class _Native:
 
     def _release(self, slot: int) -> None:
         try:
-            self.table[slot] = None
+            self.table[slot & _crossing.SLOT_MASK] = None
             self.released += 1
         except BaseException:
             pass
@@ -88,7 +99,9 @@ class _Native:
     def add_route(self, route: Any) -> None:
         slot = len(self.table)
         cb = self.handler_cb
+        data = _crossing.user_data(self.key, slot) if self.key else slot
         if route.raw:
+            data = slot
             # The adapter's own function is the C callback: no Request, no dispatch.
             cb = _lib.HANDLER_FN(route.fn)
             self.table.append(cb)
@@ -103,10 +116,10 @@ class _Native:
         method = route.method.encode("ascii") if route.method else None
         if route.flags:
             from ._stream import route_flags
-            rc = route_flags(self.ptr, method, wire_pattern(route.pattern), route.flags, cb, slot,
+            rc = route_flags(self.ptr, method, wire_pattern(route.pattern), route.flags, cb, data,
                              self.release_cb)
         else:
-            rc = L.ember_server_route(self.ptr, method, wire_pattern(route.pattern), cb, slot, self.release_cb)
+            rc = L.ember_server_route(self.ptr, method, wire_pattern(route.pattern), cb, data, self.release_cb)
         if rc != _lib.OK:
             self.table[slot] = None  # on failure the engine took nothing
             raise EmberError(rc, _lib.last_error(), f"route {route.method or '*'} {route.pattern}")
@@ -139,6 +152,8 @@ class _Native:
         rc = L.ember_server_free(self.ptr)
         if rc == _lib.OK:
             self.freed = True
+            if self.key:  # no callback runs any more
+                _crossing.speedups.unregister(self.key)
             self.ws.conns.clear()
             pool, self._offload = self._offload, None
             if pool is not None:

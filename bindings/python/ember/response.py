@@ -15,7 +15,7 @@ from ctypes import byref
 from collections.abc import Iterable, Mapping
 from typing import Any, Union
 
-from . import _lib
+from . import _crossing, _lib
 
 log = logging.getLogger("ember")
 
@@ -23,6 +23,9 @@ _respond = _lib.held.ember_request_respond
 _respond_nocopy = _lib.lib.ember_request_respond_nocopy
 _respond_answer = _lib.held.ember_request_respond_answer
 _answer_new = _lib.lib.ember_answer_new
+_fast = _crossing.speedups
+if _fast is not None:
+    _respond_answer = _fast.respond_answer
 
 # Bodies from this size on are lent to the engine instead of copied: it keeps a pointer
 # into the bytes object, which stays here until the engine's release callback.
@@ -213,6 +216,8 @@ def send(handle: int, status: int, head: bytes, body: bytes) -> int:
     """The one ABI call that answers a request; returns the ember_result."""
     n = len(body)
     if n < NOCOPY_MIN:
+        if _fast is not None:
+            return _fast.respond(handle, status, head, body)
         return _respond(handle, status, head, len(head), body, n)
     key = next(_lend_keys)
     _lent[key] = body
