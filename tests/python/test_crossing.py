@@ -101,3 +101,21 @@ def test_the_extension_refuses_misuse():
         sp.bind(0, 0)
     sp.unregister(0)  # no such key: nothing happens
     sp.unregister(10**6)
+
+
+@pytest.mark.skipif(_crossing.speedups is None, reason="the C crossing is not in use")
+def test_a_server_the_extension_cannot_take_crosses_through_ctypes(monkeypatch):
+    # The extension's server keys are never reused, so a long-lived process can run out of
+    # them: such a server must still start and answer, through ctypes.
+    def full(*args):
+        raise RuntimeError("ember._speedups: too many servers in this process")
+
+    monkeypatch.setattr(_crossing.speedups, "register", full, raising=False)
+    app = ember.Server(dispatch="inline")
+    app.get("/")(lambda r: ember.Response("via ctypes", status=200))
+    port = app.start(0)
+    try:
+        r = requests.get(f"http://127.0.0.1:{port}/", timeout=10)
+        assert (r.status_code, r.text) == (200, "via ctypes")
+    finally:
+        app.stop(timeout=2)

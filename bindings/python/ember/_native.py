@@ -49,15 +49,21 @@ class _Native:
         self._offload: ThreadPoolExecutor | None = None
         dispatch = make_dispatch(self.table, runner, self.offload)
         sp = _crossing.speedups
+        self.key = 0
         if sp is not None:
             # The C crossing: one C callback for every server; user_data says which.
             from ._dispatch import failed
             from .request import Request
             from .response import Response
-            self.key = sp.register(dispatch, self.table, Request, Response, dispatch.finish, failed)
+            try:
+                self.key = sp.register(dispatch, self.table, Request, Response, dispatch.finish, failed)
+            except RuntimeError:
+                # Its keys are never reused (a late callback must not reach a newer server):
+                # past 4,095 servers in one process, the next ones cross through ctypes.
+                self.key = 0
+        if self.key:
             self.handler_cb = _crossing.C_HANDLER
         else:
-            self.key = 0
             self.handler_cb = _lib.HANDLER_FN(dispatch)
         self.release_cb = _lib.RELEASE_FN(self._release)
         self.ws = WsHub(self.table, runner)
