@@ -72,6 +72,9 @@ setup() {
         # still built and its C tests still compiled, but not run; the x64 tests must pass.
         if ! APT_TRIES=3 apt_install wine32:i386; then
             no_wine32="wine32:i386 could not be installed (apt failed; see above)"
+            # Take i386 back out, so that the later stages' apt-get update does not fail on
+            # the same stale index (nothing of i386 got installed).
+            dpkg --remove-architecture i386 2>/dev/null || true
         fi
     fi
     command -v curl >/dev/null || apt_install curl
