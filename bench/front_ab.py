@@ -91,6 +91,28 @@ def wrk(port: int, path: str, c: int, seconds: int) -> float:
     return float(m.group(1)) if m else 0.0
 
 
+def measure(pid: int, port: int, path: str, c: int, seconds: int) -> tuple:
+    """One wrk point against a running server: (req/s, the server tree's CPU µs per request)."""
+    t0 = tree_ticks(pid)
+    rps = wrk(port, path, c, seconds)
+    cpu = (tree_ticks(pid) - t0) / os.sysconf("SC_CLK_TCK")
+    return rps, cpu / max(rps * seconds, 1) * 1e6
+
+
+def stop_all(procs: dict) -> None:
+    """SIGTERM each server's process group, then SIGKILL what has not left after 15 s."""
+    for p in procs.values():
+        try:
+            os.killpg(p.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    for p in procs.values():
+        try:
+            p.wait(15)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
@@ -100,7 +122,6 @@ def main() -> None:
     ap.add_argument("--check", action="store_true", help="start the servers, one GET per pair, no load")
     a = ap.parse_args()
     front_targets.prepare_www()
-    hz = os.sysconf("SC_CLK_TCK")
     procs, ports = {}, {}
     with tempfile.TemporaryDirectory() as tmp:
         try:
@@ -137,10 +158,8 @@ def main() -> None:
                     for srv, path in ((sa, pa), (sb, pb)):
                         if (srv, path) in got:
                             continue
-                        t0 = tree_ticks(procs[srv].pid)
-                        rps = wrk(ports[srv], path, a.c, a.seconds)
-                        cpu = (tree_ticks(procs[srv].pid) - t0) / hz
-                        got[(srv, path)] = (rps, cpu / max(rps * a.seconds, 1) * 1e6)
+                        got[(srv, path)] = measure(procs[srv].pid, ports[srv], path, a.c, a.seconds)
+                        rps = got[(srv, path)][0]
                         print(f"round {r + 1}: {srv} {path}: {rps:,.0f} req/s, {got[(srv, path)][1]:.1f} µs CPU/req", flush=True)
                 rounds.append(got)
             # The host must not have been called again: the body still counts one call.
@@ -149,16 +168,7 @@ def main() -> None:
                                       capture_output=True, check=True).stdout
                 assert body == front_targets.CACHED_BODY, (srv, body)
         finally:
-            for p in procs.values():
-                try:
-                    os.killpg(p.pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
-            for p in procs.values():
-                try:
-                    p.wait(15)
-                except subprocess.TimeoutExpired:
-                    os.killpg(p.pid, signal.SIGKILL)
+            stop_all(procs)
     report = {"c": a.c, "seconds": a.seconds, "rounds": [], "pairs": {}}
     for got in rounds:
         report["rounds"].append({f"{s} {p}": {"rps": v[0], "cpu_us_per_req": v[1]} for (s, p), v in got.items()})

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -19,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import BENCH, ROOT  # noqa: E402
-from front_ab import tree_ticks, wrk  # noqa: E402
+from front_ab import measure, stop_all, wrk  # noqa: E402
 from front_cost import free_port, wait_port  # noqa: E402
 
 RELEASE = ROOT / "target" / "release"
@@ -43,7 +42,6 @@ def main() -> None:
     if a.base:
         servers["py-base"] = ([PY, str(Path(a.base) / "samples" / "python" / "ember_ref.py"), "{port}"], LIB)
     procs, ports = {}, {}
-    hz = os.sysconf("SC_CLK_TCK")
     rounds = []
     try:
         for name, (argv, env) in servers.items():
@@ -59,20 +57,12 @@ def main() -> None:
         for r in range(a.rounds):
             got = {}
             for name in servers:
-                t0 = tree_ticks(procs[name].pid)
-                rps = wrk(ports[name], "/", a.c, a.seconds)
-                cpu = (tree_ticks(procs[name].pid) - t0) / hz
-                got[name] = (rps, cpu / max(rps * a.seconds, 1) * 1e6)
+                got[name] = measure(procs[name].pid, ports[name], "/", a.c, a.seconds)
+                rps = got[name][0]
                 print(f"round {r + 1}: {name}: {rps:,.0f} req/s, {got[name][1]:.1f} µs CPU/req", flush=True)
             rounds.append(got)
     finally:
-        for p in procs.values():
-            try:
-                os.killpg(p.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        for p in procs.values():
-            p.wait(15)
+        stop_all(procs)
     print(f"\nc={a.c}, {a.seconds} s per point, {a.rounds} interleaved rounds: GET / ÷ bare hyper, "
           "median [range]; CPU µs/req (median)")
     for name in servers:
