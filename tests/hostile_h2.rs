@@ -187,6 +187,16 @@ fn flood(port: u16, frame: &[u8], per_batch: usize, pause: Duration, limit: Dura
 
 #[test]
 fn an_http2_ping_or_settings_flood_is_cut_while_a_pinging_client_is_not() {
+    if std::env::var_os("EMBER_TSAN").is_some() {
+        // The flood is cut once the frames the server *reads* outrun the bucket's drain
+        // (100 a second). A debug build under ThreadSanitizer, beside the 32 MiB download
+        // above, once read fewer than that for 90 s (h2 answers each PING before it
+        // decodes the next), so the bound says nothing about the engine there. The release
+        // run of this test (the plain `cargo test` stage) is the one that counts;
+        // TSan's job here is the other tests' races.
+        eprintln!("SKIP under TSan: the flood is not fast enough to measure the cut");
+        return;
+    }
     let (_s, port) = server(Dispatch::Inline, |s| {
         s.set_limits(|l| Ok(l.idle_timeout = Duration::from_secs(30))).unwrap();
     });
