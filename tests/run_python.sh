@@ -35,8 +35,22 @@ if [ "${EMBER_NO_SPEEDUPS:-0}" != 1 ]; then
 fi
 
 "$PYTHON" -m pytest "$root/tests/python" -q "$@"
+# The crossing decides how a request reaches its handler and how the answer goes back
+# (the request callback, respond, respond_answer); stream, socket, lifecycle and loading
+# calls are the same ctypes calls either way. So the second pass is the files whose
+# handlers answer through the crossing, not the whole suite again (CI time).
+# EMBER_CTYPES_ALL=1 runs every file.
+ctypes_files="test_crossing test_handlers test_bodies_and_unicode test_prepared_answer
+  test_dispatch_auto test_async test_asgi_http test_wsgi test_wsgi_fast_paths test_front
+  test_body_stream test_stream_response test_sse"
+if [ "${EMBER_CTYPES_ALL:-0}" = 1 ]; then
+    ctypes_paths="$root/tests/python"
+else
+    ctypes_paths=$(for f in $ctypes_files; do printf '%s ' "$root/tests/python/$f.py"; done)
+fi
 echo "== binding tests again on the ctypes crossing (EMBER_PY_SPEEDUPS=0)"
-EMBER_PY_SPEEDUPS=0 "$PYTHON" -m pytest "$root/tests/python" -q "$@"
+# shellcheck disable=SC2086  # one path per word
+EMBER_PY_SPEEDUPS=0 "$PYTHON" -m pytest $ctypes_paths -q "$@"
 
 if [ "${EMBER_SKIP_FRAMEWORKS:-0}" != 1 ]; then
     # The frameworks and the servers they are compared with live in their own venv
