@@ -154,7 +154,9 @@ test_arch() { # <x64|x86> <conformance modes...>
         echo "== conformance suite: $arch ember_ref.exe under Wine, $m dispatch"
         # Wine's socket emulation stalls the app past a few hundred open connections (600
         # WebSockets: 197 echoed), so the 1,000-connection test opens 200 here.
-        if EMBER_DISPATCH=$m WINE="$wine" EMBER_CONFORMANCE_WS_CONNECTIONS=200 \
+        # One worker (EMBER_CONFORMANCE_JOBS=1): two Wine apps at once would share one
+        # wineserver and its stalls.
+        if EMBER_DISPATCH=$m WINE="$wine" EMBER_CONFORMANCE_WS_CONNECTIONS=200 EMBER_CONFORMANCE_JOBS=1 \
                tests/run_conformance.sh "tests/windows/wine_app.sh $dir/ember_ref.exe" -- -q; then
             ok "$arch conformance ($m)"
         else

@@ -23,4 +23,4 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 # zstandard: decodes the zstd answers of tests/python/test_compression_zstd.py.
 python3 -c 'import pytest, requests, httpx, h2, websockets.sync.client, zstandard' 2>/dev/null ||
-  python3 -m pip install -q pytest requests 'httpx[http2]' 'websockets>=13' zstandard
+  python3 -m pip install -q pytest pytest-xdist requests 'httpx[http2]' 'websockets>=13' zstandard
