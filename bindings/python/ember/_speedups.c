@@ -44,6 +44,7 @@ static server servers[MAX_SERVERS];
 static size_t next_key = 1;
 static PyObject *str_stream, *str_prep, *str_detach;
 static int as_u64(PyObject *o, uint64_t *out);
+int ember_asgi_init(PyObject *m); /* _speedups_asgi.c */
 
 static void call_py(PyObject *fn, PyObject **args, size_t n)
 {
@@ -363,7 +364,7 @@ PyMODINIT_FUNC PyInit__speedups(void)
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
-    if (PyModule_AddObject(m, "handler", PyLong_FromVoidPtr((void *)&on_request)) < 0) {
+    if (PyModule_AddObject(m, "handler", PyLong_FromVoidPtr((void *)&on_request)) < 0 || ember_asgi_init(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

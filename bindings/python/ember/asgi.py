@@ -39,7 +39,7 @@ import types
 from typing import Any, Callable
 from urllib.parse import unquote as _unquote
 
-from ._asgi_http import ASGIApp, _HTTPCycle, _LoggedHTTPCycle
+from ._asgi_http import ASGIApp, FastCycle, _LoggedHTTPCycle
 from ._asgi_ws import WS_MAX_QUEUE, WS_MAX_QUEUE_BYTES, WS_PATTERNS, make_ws_handler
 from ._host import AppServer, internal_error as _internal_error
 from ._loop import BorrowableLoop
@@ -208,9 +208,9 @@ class ASGIServer(AppServer):
         cache = AddrCache()
         peers = cache._map  # looked up inline; AddrCache.get fills it
         clients = cache.get
-        Cycle = _LoggedHTTPCycle if self.access_log else _HTTPCycle
+        Cycle = _LoggedHTTPCycle if self.access_log else FastCycle
         slow_parts = text_parts_slow
-        new = object.__new__
+        new = Cycle.__new__  # object.__new__, or the C crossing's Cycle's
 
         def on_request(_ud: int, handle: int, info: int) -> None:
             try:
