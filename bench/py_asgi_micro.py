@@ -51,6 +51,10 @@ info.query_ptr, info.query_len = base + 6, 0
 info.remote_ptr, info.remote_len = base + 7, 15
 info.route_ptr, info.route_len = base + 23, 8
 info.header_count = 1
+# The header array too (the C crossing reads it; the Python callback splits the text).
+header = _lib.Header(base + 32, 4, base + 37, 14)
+info.headers = ctypes.addressof(header)
+assert ctypes.string_at(header.name_ptr, 4) == b"Host" and ctypes.string_at(header.value_ptr, 14) == b"127.0.0.1:8080"
 info.http_version = 11
 info.content_length = -1
 info.peer_ptr, info.peer_len = base + len(TEXT) - 16, 15
