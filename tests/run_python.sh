@@ -41,7 +41,7 @@ fi
 # handlers answer through the crossing, not the whole suite again (CI time).
 # EMBER_CTYPES_ALL=1 runs every file.
 ctypes_files="test_crossing test_handlers test_bodies_and_unicode test_prepared_answer
-  test_dispatch_auto test_async test_asgi_http test_wsgi test_wsgi_fast_paths test_front
+  test_dispatch_auto test_async test_asgi_http test_asgi_server test_asgi_send_receive test_wsgi test_wsgi_fast_paths test_front
   test_body_stream test_stream_response test_sse"
 if [ "${EMBER_CTYPES_ALL:-0}" = 1 ]; then
     ctypes_paths="$root/tests/python"

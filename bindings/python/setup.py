@@ -69,7 +69,7 @@ class OptionalBuildExt(build_ext):
 def extensions() -> list:
     if os.environ.get("EMBER_NO_SPEEDUPS") == "1" or sys.implementation.name != "cpython":
         return []
-    return [Extension("ember._speedups", ["ember/_speedups.c"], optional=True)]
+    return [Extension("ember._speedups", ["ember/_speedups.c", "ember/_speedups_asgi.c", "ember/_speedups_scope.c"], optional=True)]
 
 
 class EngineDistribution(Distribution):

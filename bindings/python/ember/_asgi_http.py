@@ -4,11 +4,13 @@ and its answer (see the module doc of ``ember.asgi``)."""
 from __future__ import annotations
 
 import asyncio
+import collections.abc
 import ctypes
 import logging
 from typing import Any, Awaitable, Callable
 
 from . import _lib, _stream
+from ._crossing import speedups as _fast
 from ._loop import _resume
 from ._host import access, internal_error as _internal_error, refused as _refused
 from .response import NOCOPY_MIN, send as _send_any
@@ -363,6 +365,13 @@ class _HTTPCycle:
         if events.ended:
             self._wake()
 
+    def _after_small(self, rc: int) -> None:
+        # The C crossing's send() answered (``rc``) and comes here only when the engine
+        # refused the answer or something waits for its end.
+        if rc != _OK:
+            _refused(rc, self.handle, f"{self.scope['method']} {self.scope['path']}", log)
+        self._wake()
+
     def _fail(self) -> None:
         self.done = True
         if self.streaming:
@@ -376,6 +385,21 @@ class _HTTPCycle:
         waiter = self.waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
+
+
+if _fast is not None:
+    class _CHTTPCycle(_fast.Cycle, _HTTPCycle):
+        """The C crossing's cycle: the fields are C members, and ``receive`` / ``send``
+        handle the common case in C (``_speedups_asgi.c``), calling ``_HTTPCycle``'s
+        methods for everything else."""
+
+    _fast.asgi_bind(ctypes.cast(_lib.lib.ember_request_respond_small, ctypes.c_void_p).value,
+                    _HTTPCycle.send, _HTTPCycle.receive, NOCOPY_MIN, _OK, _ERR_INVALID_ARG)
+    # What send() and receive() return when done in C: asyncio takes it as a coroutine.
+    collections.abc.Coroutine.register(_fast.Done)
+    FastCycle: type = _CHTTPCycle
+else:
+    FastCycle = _HTTPCycle
 
 
 class _LoggedHTTPCycle(_HTTPCycle):

@@ -94,6 +94,8 @@ SYNC = 0      # on the engine thread that called
 ASYNC = 1     # a coroutine on the asyncio loop; cancelled when the request is aborted
 OFFLOAD = 2   # a sync stream-body handler under inline dispatch: on a binding thread,
               # since reading the body waits for the client and an I/O thread must not
+RAW = 3       # an adapter's own callback (ASGI, WSGI), called by the C crossing's handler
+              # as fn(slot, handle, info): never reaches on_request below
 
 
 def make_dispatch(table: list, runner: LoopRunner,

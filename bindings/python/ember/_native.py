@@ -18,7 +18,7 @@ from typing import Any
 
 from . import _crossing, _lib
 from ._async import LoopRunner
-from ._dispatch import (ASYNC, LOG_CB, OFFLOAD, SYNC, THREAD_START_CB, THREAD_STOP_CB, engine_min_level,
+from ._dispatch import (ASYNC, LOG_CB, OFFLOAD, RAW, SYNC, THREAD_START_CB, THREAD_STOP_CB, engine_min_level,
                         make_dispatch)
 from .errors import EmberError, check
 
@@ -106,7 +106,11 @@ class _Native:
         slot = len(self.table)
         cb = self.handler_cb
         data = _crossing.user_data(self.key, slot) if self.key else slot
-        if route.raw:
+        if route.raw and self.key:
+            # The adapter's own function, called by the C crossing's handler (no ctypes
+            # trampoline) with what the engine passes: no Request, no dispatch.
+            self.table.append((route.fn, RAW))
+        elif route.raw:
             data = slot
             # The adapter's own function is the C callback: no Request, no dispatch.
             cb = _lib.HANDLER_FN(route.fn)

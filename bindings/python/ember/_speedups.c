@@ -44,6 +44,10 @@ static server servers[MAX_SERVERS];
 static size_t next_key = 1;
 static PyObject *str_stream, *str_prep, *str_detach;
 static int as_u64(PyObject *o, uint64_t *out);
+int ember_asgi_init(PyObject *m); /* _speedups_asgi.c */
+int ember_scope_init(PyObject *m); /* _speedups_scope.c */
+#define MODE_SYNC 0
+#define MODE_RAW 3 /* an adapter's own callback (ASGI, WSGI): fn(slot, handle, info) */
 
 static void call_py(PyObject *fn, PyObject **args, size_t n)
 {
@@ -172,11 +176,27 @@ static void on_request(void *user_data, uint64_t req, const void *info)
         return;
     }
     PyObject *entry = slot < (size_t)PyList_GET_SIZE(sv->table) ? PyList_GET_ITEM(sv->table, slot) : NULL;
+    long mode = -1;
     if (entry != NULL && PyTuple_CheckExact(entry) && PyTuple_GET_SIZE(entry) == 2 &&
-        PyLong_CheckExact(PyTuple_GET_ITEM(entry, 1)) && PyLong_AsLong(PyTuple_GET_ITEM(entry, 1)) == 0) {
+        PyLong_CheckExact(PyTuple_GET_ITEM(entry, 1)))
+        mode = PyLong_AsLong(PyTuple_GET_ITEM(entry, 1));
+    if (mode == MODE_SYNC || mode == MODE_RAW) {
         PyObject *fn = PyTuple_GET_ITEM(entry, 0);
         Py_INCREF(fn); /* the table may change while it runs */
-        run_sync(sv, fn, req, (size_t)info);
+        if (mode == MODE_SYNC) {
+            run_sync(sv, fn, req, (size_t)info);
+        } else {
+            /* Called as the engine would through ctypes, minus the trampoline; it never raises. */
+            PyObject *args[3] = {PyLong_FromSize_t(slot), PyLong_FromUnsignedLongLong(req),
+                                 PyLong_FromSize_t((size_t)info)};
+            if (args[0] && args[1] && args[2])
+                call_py(fn, args, 3);
+            else
+                PyErr_WriteUnraisable(NULL);
+            Py_XDECREF(args[0]);
+            Py_XDECREF(args[1]);
+            Py_XDECREF(args[2]);
+        }
         Py_DECREF(fn);
     } else {
         PyObject *args[3];
@@ -363,7 +383,8 @@ PyMODINIT_FUNC PyInit__speedups(void)
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
-    if (PyModule_AddObject(m, "handler", PyLong_FromVoidPtr((void *)&on_request)) < 0) {
+    if (PyModule_AddObject(m, "handler", PyLong_FromVoidPtr((void *)&on_request)) < 0 || ember_asgi_init(m) < 0 ||
+        ember_scope_init(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

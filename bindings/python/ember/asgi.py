@@ -39,7 +39,8 @@ import types
 from typing import Any, Callable
 from urllib.parse import unquote as _unquote
 
-from ._asgi_http import ASGIApp, _HTTPCycle, _LoggedHTTPCycle
+from . import _crossing, _lib
+from ._asgi_http import ASGIApp, FastCycle, _LoggedHTTPCycle
 from ._asgi_ws import WS_MAX_QUEUE, WS_MAX_QUEUE_BYTES, WS_PATTERNS, make_ws_handler
 from ._host import AppServer, internal_error as _internal_error
 from ._loop import BorrowableLoop
@@ -52,6 +53,23 @@ I_METHOD, I_BODY, I_HEADER_COUNT, I_VERSION = _AT["method_ptr"], _AT["body_ptr"]
 I_LENGTH, I_FLAGS, I_PEER = _AT["content_length"], _AT["flags"], _AT["peer_ptr"]
 
 log = logging.getLogger("ember.asgi")
+
+# The info struct's fields that _speedups_scope.c reads, as byte offsets (its F_* order),
+# then the end of the last one (an engine's struct must be at least that long).
+_OFFSET_FIELDS = ("size", "method_ptr", "method_len", "path_ptr", "path_len", "query_ptr", "query_len",
+                  "body_ptr", "body_len", "headers", "header_count", "http_version", "content_length", "flags",
+                  "peer_ptr", "peer_len")
+_INFO_OFFSETS = tuple(getattr(_lib.RequestInfo, f).offset for f in _OFFSET_FIELDS) + (
+    max(getattr(_lib.RequestInfo, f).offset + getattr(_lib.RequestInfo, f).size for f in _OFFSET_FIELDS),)
+
+
+def _start_failed(handle: int, exc: BaseException) -> None:
+    """The C crossing's request start raised (``on_request``'s except clause)."""
+    try:
+        log.error("ember: ASGI request could not be started", exc_info=exc)
+        _internal_error(handle)
+    except BaseException:
+        pass
 
 Coroutine = types.CoroutineType
 
@@ -208,9 +226,9 @@ class ASGIServer(AppServer):
         cache = AddrCache()
         peers = cache._map  # looked up inline; AddrCache.get fills it
         clients = cache.get
-        Cycle = _LoggedHTTPCycle if self.access_log else _HTTPCycle
+        Cycle = _LoggedHTTPCycle if self.access_log else FastCycle
         slow_parts = text_parts_slow
-        new = object.__new__
+        new = Cycle.__new__  # object.__new__, or the C crossing's Cycle's
 
         def on_request(_ud: int, handle: int, info: int) -> None:
             try:
@@ -264,6 +282,12 @@ class ASGIServer(AppServer):
                 except BaseException:
                     pass
 
+        if Cycle is FastCycle and _crossing.speedups is not None:
+            # The C crossing: the same steps in C (_speedups_scope.c), this function as
+            # its fallback for an engine whose info struct lacks fields it reads.
+            return _crossing.speedups.AsgiStart(
+                app, template, root, state, drive, block, Cycle, peers, clients, _unquote, _awaiting,
+                _start_failed, on_request, _INFO_OFFSETS)
         return on_request
 
     # -- lifecycle -------------------------------------------------------------------
