@@ -39,9 +39,11 @@ static PyObject *method_str[7];
 
 #define FIELD(info, s, i, type) (*(const type *)((const char *)(info) + (s)->at[i]))
 
+/* A NULL pointer with a length is read as empty: the header promises pointers for every
+ * non-empty field, but a crash of the host is the wrong answer to an engine bug. */
 static PyObject *text(const char *p, size_t n)
 {
-    return n ? PyBytes_FromStringAndSize(p, (Py_ssize_t)n) : (Py_INCREF(empty), empty);
+    return n && p != NULL ? PyBytes_FromStringAndSize(p, (Py_ssize_t)n) : (Py_INCREF(empty), empty);
 }
 
 static PyObject *method_of(const char *p, size_t n)
@@ -93,6 +95,8 @@ static PyObject *scope_of(Start *s, const void *info, PyObject **body)
         goto fail;
     if (put(scope, k_client, client))
         goto fail;
+    if (FIELD(info, s, F_HEADERS, const char *) == NULL)
+        hc = 0;
     PyObject *headers = PyList_New((Py_ssize_t)hc);
     if (headers == NULL)
         goto fail;
