@@ -12,7 +12,8 @@
 # Test under Wine (Debian's wine64 + wine32, Wine 8.0):
 #   x64: every C test program but test_ref_app (it forks and signals the app: POSIX only),
 #        hello answered over HTTP with curl, and the whole HTTP conformance suite
-#        (tests/conformance, pytest) against ember_ref.exe, pool and inline dispatch.
+#        (tests/conformance, pytest) against ember_ref.exe, pool dispatch (x64: inline too, the
+#        streaming files).
 #   x86: every C test program, hello, and the conformance suite in pool dispatch.
 # Wine 8.0 lacks bcryptprimitives.dll (Windows 10's ProcessPrng, which Rust's std imports);
 # a test-only stand-in (tests/windows/bcryptprimitives.c) sits beside the test programs and
@@ -156,8 +157,13 @@ test_arch() { # <x64|x86> <conformance modes...>
         # WebSockets: 197 echoed), so the 1,000-connection test opens 200 here.
         # One worker (EMBER_CONFORMANCE_JOBS=1): two Wine apps at once would share one
         # wineserver and its stalls.
+        # Inline dispatch changes where handlers run, which matters to the streaming, upload
+        # and WebSocket files; the rest of the suite is the same under either mode, so the
+        # inline pass runs those files, as the Linux runners' inline passes do.
+        local files=""
+        [[ "$m" == inline ]] && files=streaming
         if EMBER_DISPATCH=$m WINE="$wine" EMBER_CONFORMANCE_WS_CONNECTIONS=200 EMBER_CONFORMANCE_JOBS=1 \
-               tests/run_conformance.sh "tests/windows/wine_app.sh $dir/ember_ref.exe" -- -q; then
+               EMBER_CONFORMANCE_FILES="$files" tests/run_conformance.sh "tests/windows/wine_app.sh $dir/ember_ref.exe" -- -q; then
             ok "$arch conformance ($m)"
         else
             bad "$arch conformance ($m)"
