@@ -22,5 +22,5 @@ if [ ${#need[@]} -gt 0 ]; then
     { sleep 30; apt-get update -qq || true; apt-get install -y -qq "${need[@]}" >/dev/null; }
 fi
 # zstandard: decodes the zstd answers of tests/python/test_compression_zstd.py.
-python3 -c 'import pytest, requests, httpx, h2, websockets.sync.client, zstandard' 2>/dev/null ||
+python3 -c 'import pytest, xdist, requests, httpx, h2, websockets.sync.client, zstandard' 2>/dev/null ||
   python3 -m pip install -q pytest pytest-xdist requests 'httpx[http2]' 'websockets>=13' zstandard

@@ -95,12 +95,12 @@ static PyObject *scope_of(Start *s, const void *info, PyObject **body)
         goto fail;
     if (put(scope, k_client, client))
         goto fail;
-    if (FIELD(info, s, F_HEADERS, const char *) == NULL)
+    const char *h = FIELD(info, s, F_HEADERS, const char *);
+    if (h == NULL)
         hc = 0;
     PyObject *headers = PyList_New((Py_ssize_t)hc);
     if (headers == NULL)
         goto fail;
-    const char *h = FIELD(info, s, F_HEADERS, const char *);
     for (size_t i = 0; i < hc; i++, h += 4 * sizeof(size_t)) {
         const size_t *w = (const size_t *)h; /* ember_header: name ptr, len, value ptr, len */
         PyObject *pair = PyTuple_New(2);
