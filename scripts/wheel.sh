@@ -50,7 +50,7 @@ test_installed() {
     whl="$(ls "$out"/ember-*.whl)"
     "$PYTHON" -m venv "$w/venv"
     "$w/venv/bin/python" -m pip install -q --no-index "$whl"
-    "$w/venv/bin/python" -m pip install -q pytest requests "httpx[http2]" websockets
+    "$w/venv/bin/python" -m pip install -q pytest pytest-xdist requests "httpx[http2]" websockets
     # Nothing from the checkout: run from the temporary folder with a clean environment.
     local envs=(env -u PYTHONPATH -u EMBER_LIBRARY)
     if (cd "$w" && "${envs[@]}" "$w/venv/bin/python" -c 'import ember; print("installed:", ember.__file__, "engine", ember.engine_version(), "ABI", ember.abi_version())'); then
@@ -74,7 +74,8 @@ test_installed() {
         echo "FAIL hello.py answered '$reply'"; cat "$w/hello.log"; fail=$((fail + 1))
     fi
     echo "== binding tests against the installed wheel"
-    if (cd "$w" && "${envs[@]}" EMBER_TEST_INSTALLED=1 EMBER_REQUIRE_SPEEDUPS=1 "$w/venv/bin/python" -m pytest -q -p no:cacheprovider "$root/tests/python"); then
+    if (cd "$w" && "${envs[@]}" EMBER_TEST_INSTALLED=1 EMBER_REQUIRE_SPEEDUPS=1 "$w/venv/bin/python" -m pytest -q -p no:cacheprovider \
+          -n "${EMBER_PYTHON_JOBS:-2}" --dist loadfile "$root/tests/python"); then
         pass=$((pass + 1))
     else
         fail=$((fail + 1))

@@ -3,6 +3,12 @@
 #
 #   scripts/windows.sh            build both DLLs and run every Windows test (CI does this)
 #   scripts/windows.sh build      only build: target/windows/{x64,x86}/ (DLL, import library, .def)
+#   scripts/windows.sh setup      only install what the build needs (Rust targets, mingw-w64): CI
+#                                 does this first, then builds in the background during the tests
+#
+# Cargo builds into its own target directory (target/cross): a cross build also compiles
+# host build scripts into <target-dir>/release, and sharing target/release would hold its
+# lock against the native release build running beside it.
 #
 # Build: `cargo build --release --target x86_64-pc-windows-gnu` and `i686-pc-windows-gnu`
 # with Debian's mingw-w64; the header is the same include/ember.h. Then, per architecture, the
@@ -62,7 +68,7 @@ setup() {
         rustup target list --installed | grep -qx "$t" || rustup target add "$t"
     done
     command -v x86_64-w64-mingw32-gcc >/dev/null && command -v i686-w64-mingw32-gcc >/dev/null || apt_install mingw-w64
-    [[ "$mode" == build ]] && return 0
+    [[ "$mode" == build || "$mode" == setup ]] && return 0
     if [[ ! -x /usr/lib/wine/wine64 ]]; then apt_install wine64 wine; fi
     if [[ ! -x /usr/lib/wine/wine ]] || ! dpkg -s wine32:i386 >/dev/null 2>&1; then
         dpkg --add-architecture i386
@@ -84,8 +90,8 @@ setup() {
 
 build_arch() { # <x64|x86>
     local arch="$1" t="${TRIPLE[$1]}" cc="${CC_FOR[$1]}-gcc" cxx="${CC_FOR[$1]}-g++"
-    local out="target/windows/$arch" rel="target/${TRIPLE[$1]}/release"
-    cargo build --release --target "$t" -j2
+    local out="target/windows/$arch" rel="target/cross/${TRIPLE[$1]}/release"
+    cargo build --release --target "$t" --target-dir target/cross -j2
     rm -rf "$out" && mkdir -p "$out/tests"
     cp "$rel/ember.dll" "$out/"
     cp "$rel/libember.dll.a" "$out/ember.dll.a"
@@ -172,6 +178,7 @@ test_arch() { # <x64|x86> <conformance modes...>
 }
 
 setup
+[[ "$mode" == setup ]] && exit 0
 build_arch x64
 build_arch x86
 [[ "$mode" == build ]] && exit 0
