@@ -33,7 +33,7 @@ minimal_so=target/minimal/minimal/libember.so
 
 nightly_so=""
 if [[ $check -eq 0 ]] && rustup run nightly rustc --version >/dev/null 2>&1 &&
-   rustup component list --toolchain nightly --installed 2>/dev/null | grep -q '^rust-src'; then
+   grep -q '^rust-src' <<<"$(rustup component list --toolchain nightly --installed 2>/dev/null)"; then
     RUSTFLAGS="-Zlocation-detail=none -C link-arg=-Wl,-z,pack-relative-relocs" \
         cargo +nightly build -j2 -Z build-std=std,panic_unwind -Z build-std-features= \
         --target x86_64-unknown-linux-gnu --profile minimal --no-default-features --lib \

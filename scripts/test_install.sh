@@ -68,7 +68,7 @@ serve_and_ask hello_shared "$work/hello_shared"
 # shellcheck disable=SC2046
 cc -std=c99 -Wall -Wextra -Wpedantic -Werror -o "$work/hello_static" samples/c/hello.c \
     $(pkg-config --cflags ember) "$prefix/lib/libember.a" $(pkg-config --static --libs-only-l ember | sed 's/-lember//')
-if readelf -d "$work/hello_static" | grep -q libember; then bad "static hello still needs libember"; else ok "static hello links no libember.so"; fi
+if grep -q libember <<<"$(readelf -d "$work/hello_static")"; then bad "static hello still needs libember"; else ok "static hello links no libember.so"; fi
 serve_and_ask hello_static "$work/hello_static"
 
 make -s uninstall PREFIX="$prefix"

@@ -35,7 +35,11 @@ build() {
     fi
     # The optional C extension (the request crossing in C) must be in the wheel this
     # script ships; without a compiler it would silently fall back to ctypes.
-    if "$PYTHON" -m zipfile -l "$out"/ember-*.whl | grep -q 'ember/_speedups'; then
+    # The listing is read whole before matching: with pipefail, `zipfile -l | grep -q` fails
+    # when grep exits at the first match and the lister dies of the closed pipe.
+    local listing
+    listing="$("$PYTHON" -m zipfile -l "$out"/ember-*.whl)"
+    if grep -q 'ember/_speedups' <<<"$listing"; then
         echo "wheel carries ember._speedups"
     else
         echo "FAIL: the wheel lacks ember._speedups (no C compiler or Python headers?)"; return 1

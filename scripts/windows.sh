@@ -65,7 +65,7 @@ apt_install() {
 setup() {
     local t
     for t in "${TRIPLE[@]}"; do
-        rustup target list --installed | grep -qx "$t" || rustup target add "$t"
+        grep -qx "$t" <<<"$(rustup target list --installed)" || rustup target add "$t"
     done
     command -v x86_64-w64-mingw32-gcc >/dev/null && command -v i686-w64-mingw32-gcc >/dev/null || apt_install mingw-w64
     [[ "$mode" == build || "$mode" == setup ]] && return 0

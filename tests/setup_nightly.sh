@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
 # The nightly toolchain with rust-src: cargo-fuzz and -Zbuild-std (ThreadSanitizer) need them.
 set -euo pipefail
-rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
-rustup component list --toolchain nightly --installed | grep -q '^rust-src' || rustup component add rust-src --toolchain nightly
+grep -q '^nightly' <<<"$(rustup toolchain list)" || rustup toolchain install nightly --profile minimal
+grep -q '^rust-src' <<<"$(rustup component list --toolchain nightly --installed)" || rustup component add rust-src --toolchain nightly
