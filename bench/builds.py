@@ -64,6 +64,20 @@ opt-level = 3
     return ok, out
 
 
+def build_py_speedups(python, lib: Path = RELEASE / "libember.so") -> tuple[bool, str]:
+    """Builds ember._speedups (the request crossing in C) into the checkout's binding, which
+    the Ember Python targets import: without it they cross by ctypes, the fallback of a
+    Python the extension was not built for, about twice the instructions per request
+    (bench/py_cost.py asgi-bench-inline, 2026-12-06: 33.7k with it, 61.7k without). A fresh
+    clone has no build of it; tests/run_python.sh makes the same one."""
+    ok, out = _run([str(python), "setup.py", "-q", "build_ext", "--inplace"], cwd=ROOT / "bindings" / "python")
+    if not ok:
+        return False, out
+    return _run([str(python), "-c", "import ember._crossing as c; assert c.CROSSING == 'c', c.CROSSING"],
+                cwd=ROOT / "bindings" / "python",
+                env={"EMBER_LIBRARY": str(lib), "EMBER_PY_SPEEDUPS": "1"})
+
+
 def build_all(needed: set[str], skip_build: bool) -> dict[str, dict]:
     st: dict[str, dict] = {}
 
@@ -129,6 +143,9 @@ def build_all(needed: set[str], skip_build: bool) -> dict[str, dict]:
     if "venv" in needed:
         ok = all((VENV / "bin" / tool).exists() for tool in ("granian", "uvicorn", "gunicorn"))
         rec("venv", ok, note="" if ok else f"{VENV} lacks granian/uvicorn/gunicorn (bench/run sets it up)")
+        if ok and st.get("ember-lib", {}).get("ok"):
+            ok, out = build_py_speedups(VENV / "bin" / "python")
+            rec("py-speedups", ok, out, note="" if ok else "the Ember Python targets would cross by ctypes")
     return st
 
 

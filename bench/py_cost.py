@@ -77,6 +77,13 @@ def measure(case: str, n: int) -> int:
 def main() -> None:
     if not LIB.is_file():
         sys.exit(f"py_cost: {LIB} is missing: cargo build --release first")
+    # The counts are of the C crossing (ember._speedups) unless EMBER_PY_SPEEDUPS=0 asks for
+    # ctypes: build the extension in place rather than measure the fallback unawares.
+    if os.environ.get("EMBER_PY_SPEEDUPS", "1") != "0":
+        from builds import build_py_speedups
+        ok, out = build_py_speedups(PY, LIB)
+        if not ok:
+            sys.exit(f"py_cost: ember._speedups did not build or import (EMBER_PY_SPEEDUPS=0 measures ctypes):\n{out[-1500:]}")
     print_per_request(sys.argv[1:] or list(CASES), measure, N1, N2)
 
 
