@@ -202,6 +202,24 @@ static int pair(PyObject *item, PyObject **name, PyObject **value)
     return PyBytes_CheckExact(*name) && PyBytes_CheckExact(*value);
 }
 
+/* Whether the bytes are n written as `%zd` would write it (digits, no sign, no leading
+ * zero): read rather than printed, since snprintf cost ~650 instructions per request. */
+static int is_decimal(PyObject *b, Py_ssize_t n)
+{
+    const char *s = PyBytes_AS_STRING(b);
+    Py_ssize_t len = PyBytes_GET_SIZE(b);
+    /* 19 digits fit an unsigned 64-bit value; any Py_ssize_t has at most 19. */
+    if (n < 0 || len < 1 || len > 19 || (len > 1 && s[0] == '0'))
+        return 0;
+    unsigned long long v = 0;
+    for (Py_ssize_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return 0;
+        v = v * 10 + (unsigned long long)(s[i] - '0');
+    }
+    return v == (unsigned long long)n;
+}
+
 /* _asgi_http._small_type: the Content-Type of headers that are only that, perhaps with
  * a Content-Length of exactly n (not for HEAD); NULL when the Python path must decide. */
 static PyObject *small_type(Cycle *c, Py_ssize_t n)
@@ -228,9 +246,7 @@ static PyObject *small_type(Cycle *c, Py_ssize_t n)
             if (!is_name(name2, "content-length", 14))
                 return NULL;
         }
-        char text[24];
-        int len = snprintf(text, sizeof text, "%zd", n);
-        if (PyBytes_GET_SIZE(value2) != len || memcmp(PyBytes_AS_STRING(value2), text, (size_t)len) != 0)
+        if (!is_decimal(value2, n))
             return NULL;
         PyObject *method = PyDict_CheckExact(c->scope) ? PyDict_GetItemWithError(c->scope, s_method) : NULL;
         if (method == NULL || !PyUnicode_CheckExact(method)) {
