@@ -22,7 +22,10 @@ from setuptools.command.build_py import build_py
 try:
     from setuptools.command.bdist_wheel import bdist_wheel
 except ImportError:  # setuptools < 70.1
-    from wheel.bdist_wheel import bdist_wheel
+    try:
+        from wheel.bdist_wheel import bdist_wheel
+    except ImportError:  # no wheel package either: `build_ext --inplace` needs none
+        bdist_wheel = None
 
 NAME = {"darwin": "libember.dylib", "win32": "ember.dll"}.get(sys.platform, "libember.so")
 ROOT = Path(__file__).resolve().parents[2]
@@ -79,13 +82,16 @@ class EngineDistribution(Distribution):
         return engine_library() is not None or bool(self.ext_modules)
 
 
-class PlatformWheel(bdist_wheel):
-    """... but not Python-version-specific: ctypes needs no particular Python ABI."""
+commands = {"build_py": BuildPyWithEngine, "build_ext": OptionalBuildExt}
+if bdist_wheel is not None:
+    class PlatformWheel(bdist_wheel):
+        """... but not Python-version-specific: ctypes needs no particular Python ABI."""
 
-    def get_tag(self):
-        python, abi, plat = super().get_tag()
-        return ("py3", "none", plat) if not self.root_is_pure else (python, abi, plat)
+        def get_tag(self):
+            python, abi, plat = super().get_tag()
+            return ("py3", "none", plat) if not self.root_is_pure else (python, abi, plat)
+
+    commands["bdist_wheel"] = PlatformWheel
 
 
-setup(distclass=EngineDistribution, ext_modules=extensions(),
-      cmdclass={"build_py": BuildPyWithEngine, "build_ext": OptionalBuildExt, "bdist_wheel": PlatformWheel})
+setup(distclass=EngineDistribution, ext_modules=extensions(), cmdclass=commands)
