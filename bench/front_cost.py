@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import front_targets  # noqa: E402
-from benchlib import BENCH, ROOT  # noqa: E402
+from benchlib import BENCH, ROOT, free_port  # noqa: E402,F401 (free_port: re-exported to the other cost scripts)
 
 N1 = int(os.environ.get("N1", "300"))
 N2 = int(os.environ.get("N2", "1300"))
@@ -35,10 +35,10 @@ REF = ROOT / "samples" / "c" / "ember_ref"
 HYPER = ROOT / "target" / "release" / "bench-hyper"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def callgrind_count(text: str) -> int | None:
+    """The instructions a callgrind output file counted in all, or None."""
+    m = re.search(r"^(?:summary|totals): (\d+)", text, re.M)
+    return int(m.group(1)) if m else None
 
 
 def ember(path):
@@ -120,10 +120,10 @@ def callgrind_total(name: str, argv: list[str], env: dict, port: int, path: str,
                 proc.wait()
         if os.environ.get("KEEP"):
             Path(f"{os.environ['KEEP']}.{name}.{n}").write_bytes(out.read_bytes())
-        m = re.search(r"^(?:summary|totals): (\d+)", out.read_text(), re.M)
-        if not m:
+        total = callgrind_count(out.read_text())
+        if total is None:
             raise RuntimeError(f"{name}: no totals in the callgrind output")
-        return int(m.group(1))
+        return total
 
 
 def print_per_request(cases, measure, n1: int, n2: int) -> None:
@@ -176,8 +176,7 @@ def measure(case: str, tool: str, n: int) -> int:
             return ticks
         text = out.read_text()
         if tool == "callgrind":
-            m = re.search(r"^(?:summary|totals): (\d+)", text, re.M)
-            return int(m.group(1))
+            return callgrind_count(text)
         total = [line.split() for line in text.splitlines() if line.rstrip().endswith("total")][-1]
         return int(total[3])  # % time, seconds, usecs/call, calls, [errors], "total"
 

@@ -32,16 +32,15 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import ROOT  # noqa: E402
+from benchlib import ROOT, free_port, tree_pids  # noqa: E402
+from front_cost import callgrind_count  # noqa: E402
 from target_list import all_targets  # noqa: E402
 
 LISTENING = re.compile(rb"listening on http://127\.0\.0\.1:(\d+)")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def most_frequent(calls: dict[str, float]) -> str:
+    return ", ".join(f"{k} {v:.2f}" for k, v in sorted(calls.items(), key=lambda kv: -kv[1])[:4])
 
 
 async def _client(port: int, path: str, n: int, keep_alive: bool) -> None:
@@ -123,11 +122,7 @@ def instructions(t, c: int, n: int) -> int:
         finally:
             run.stop()
         time.sleep(0.5)
-        total = 0
-        for f in d.glob("callgrind.*"):
-            m = re.search(r"^(?:summary|totals): (\d+)", f.read_text(errors="replace"), re.M)
-            if m:
-                total += int(m.group(1))
+        total = sum(callgrind_count(f.read_text(errors="replace")) or 0 for f in d.glob("callgrind.*"))
         if not total:
             raise RuntimeError(f"{t.name}: no callgrind totals")
         return total
@@ -139,8 +134,8 @@ def syscalls(t, c: int, n: int) -> dict[str, float]:
         run = Run(t, [], d)
         out = d / "strace.out"
         try:
-            pids = subprocess.run(["pgrep", "-g", str(run.proc.pid)], capture_output=True, text=True).stdout.split()
-            tracer = subprocess.Popen(["strace", "-f", "-c", "-o", str(out)] + [a for p in pids for a in ("-p", p)],
+            pids = tree_pids(run.proc.pid)
+            tracer = subprocess.Popen(["strace", "-f", "-c", "-o", str(out)] + [a for p in pids for a in ("-p", str(p))],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(1.5)
             load(run.port, t.path, c, n, t.keep_alive)
@@ -175,10 +170,9 @@ def main() -> None:
             per = (b - a) / (n2 - n1)
             calls = syscalls(t, c, n2)
             total = sum(calls.values())
-            top = ", ".join(f"{k} {v:.2f}" for k, v in sorted(calls.items(), key=lambda kv: -kv[1])[:4])
             rows.append({"target": name, "c": c, "n1": n1, "n2": n2, "instructions_per_request": round(per),
                          "syscalls_per_request": round(total, 3), "syscalls": {k: round(v, 4) for k, v in calls.items()}})
-            print(f"{name} c={c}: {per:,.0f} instructions, {total:.2f} system calls per request ({top})", flush=True)
+            print(f"{name} c={c}: {per:,.0f} instructions, {total:.2f} system calls per request ({most_frequent(calls)})", flush=True)
     if args.out:
         out = Path(args.out)
         stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
@@ -188,8 +182,8 @@ def main() -> None:
                  "| target | c | user instructions / request | system calls / request | the most frequent |",
                  "|---|---|---|---|---|"]
         for r in rows:
-            top = ", ".join(f"{k} {v:.2f}" for k, v in sorted(r["syscalls"].items(), key=lambda kv: -kv[1])[:4])
-            lines.append(f"| {r['target']} | {r['c']} | {r['instructions_per_request']:,} | {r['syscalls_per_request']:.2f} | {top} |")
+            lines.append(f"| {r['target']} | {r['c']} | {r['instructions_per_request']:,} | {r['syscalls_per_request']:.2f} "
+                         f"| {most_frequent(r['syscalls'])} |")
         out.write_text("\n".join(lines) + "\n")
         out.with_suffix(".json").write_text(json.dumps({"when": stamp, "commit": commit, "rows": rows}, indent=1) + "\n")
         print(f"wrote {out}")
