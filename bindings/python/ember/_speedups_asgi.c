@@ -19,7 +19,6 @@
 #include <Python.h>
 #include <structmember.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <string.h>
 
 int ember_asgi_init(PyObject *m);
