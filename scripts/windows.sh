@@ -120,7 +120,7 @@ build_arch() { # <x64|x86>
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 test_arch() { # <x64|x86> <conformance modes...>
-    local arch="$1" dir="target/windows/$1/tests" wine name log rc last
+    local arch="$1" dir="target/windows/$1/tests" wine name log rc last why
     shift
     if [[ "$arch" == x64 ]]; then wine=/usr/lib/wine/wine64; else wine=/usr/lib/wine/wine; fi
     for name in header_c99 header_cxx test_abi test_lifecycle test_requests test_dispatch test_races test_answer_edges test_lifetime_edges test_contract test_tls_observe test_prepared; do
@@ -129,9 +129,17 @@ test_arch() { # <x64|x86> <conformance modes...>
         (cd "$dir" && timeout --kill-after=10 600 "$wine" "./$name.exe") >"$log" 2>&1
         rc=$?
         # Wine itself sometimes loses its wineserver under many threads ("wine client
-        # error"): that says nothing of the test, so such a run is tried once more, openly.
+        # error"), or fails to start a program at all (exit 1, not a line written, where
+        # every test prints its summary even when it fails): that says nothing of the test,
+        # so such a run is tried once more, openly.
+        why=""
         if [[ $rc -ne 0 ]] && grep -q "wine client error" "$log"; then
-            echo "note $arch $name: Wine lost its wineserver ($(grep -m1 'wine client error' "$log" | tr -d '\r')); running it again"
+            why="lost its wineserver ($(grep -m1 'wine client error' "$log" | tr -d '\r'))"
+        elif [[ $rc -ne 0 && ! -s "$log" ]]; then
+            why="ran nothing (exit $rc, no output)"
+        fi
+        if [[ -n "$why" ]]; then
+            echo "note $arch $name: Wine $why; running it again"
             /usr/lib/wine/wineserver -p 60 2>/dev/null || true
             (cd "$dir" && timeout --kill-after=10 600 "$wine" "./$name.exe") >"$log" 2>&1
             rc=$?
@@ -189,6 +197,10 @@ export WINEPREFIX="$root/target/windows/wineprefix" WINEDEBUG=-all WINEDLLOVERRI
 if [[ ! -f "$WINEPREFIX/system.reg" ]]; then
     echo "== creating the Wine prefix"
     timeout 300 /usr/lib/wine/wine64 wineboot --init >/dev/null 2>&1 || true
+    # wineboot returns while the processes it started still write the new prefix; a program
+    # started then can exit 1 without a word (2026-12-06 rehearsal: header_c99, the first
+    # test, and only that once in three fresh prefixes). Wait for them to finish.
+    timeout 300 /usr/lib/wine/wineserver -w || true
 fi
 /usr/lib/wine/wineserver -p 60 || true
 trap '/usr/lib/wine/wineserver -k 2>/dev/null || true' EXIT
