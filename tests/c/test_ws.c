@@ -292,16 +292,28 @@ static void test_backpressure_and_on_writable(void) {
     fd = ws_connect(port, "/ws", 8192, &status);
     CHECK(fd >= 0 && status == 101);
     CHECK(ws_send(fd, 1, "flood", 5) == 0);
-    sleep_ms(300); /* nothing read yet: the queue fills and a send is refused */
-    CHECK(flood.refused >= 1);
-    CHECK(flood.next < FLOOD_TOTAL);
-    /* At the refusal itself the writer may still have been draining into the socket
-     * buffers; now that they are full (the client reads nothing) the queue stays at
-     * its limit. */
+    /* Nothing is read yet: the queue fills and a send is refused. Until the socket
+     * buffers are full the writer keeps draining the queue and on_writable refills it,
+     * so the queue can be seen empty between a drain and its on_writable; how long
+     * that goes on depends on the kernel's send buffer growth and, under ASan on a
+     * busy machine, it took more than 300 ms (CI, 2026-12-06). So wait until the
+     * flood has stopped moving for 300 ms (at most 10 s), then the queue must sit
+     * at its limit. */
     {
+        uint64_t t0 = now_ms(), still_since = now_ms();
+        int last = -1;
         size_t now = 0;
+        while (now_ms() - t0 < 10000 && now_ms() - still_since < 300) {
+            int n = flood.next;
+            if (n != last) { last = n; still_since = now_ms(); }
+            sleep_ms(20);
+        }
+        CHECK(flood.refused >= 1);
+        CHECK(flood.next < FLOOD_TOTAL);
         CHECK_RC(ember_ws_buffered(w.ws[0], &now), EMBER_OK);
-        if (!CHECK(now >= 8 * FLOOD_SIZE)) fprintf(stderr, "    buffered after 300 ms: %zu\n", now);
+        if (!CHECK(now >= 8 * FLOOD_SIZE))
+            fprintf(stderr, "    buffered once the flood stood still for 300 ms (after %u ms): %zu\n",
+                    (unsigned)(now_ms() - t0), now);
     }
     /* The small buffer has done its job. Kept while reading 12 MB, it leaves the kernel
      * (Linux 6.x on loopback) sending a few KB per zero-window probe, every 200 ms, and
