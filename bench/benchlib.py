@@ -97,17 +97,25 @@ def rss_kb(pids: list[int]) -> int:
     return total
 
 
-def cpu_seconds(pids: list[int], root: int) -> float:
-    """utime+stime of the live tree, plus the reaped children's time charged to the root."""
-    ticks = 0
+def cpu_split(pids: list[int], root: int) -> tuple[float, float]:
+    """(user, system) seconds of the live tree, plus the reaped children's time charged to
+    the root. The system half is mostly the kernel's TCP work for the server's sockets."""
+    user = sys_ = 0
     for p in pids:
         f = _stat_fields(p)
         if f is None:
             continue
-        ticks += int(f[11]) + int(f[12])
+        user += int(f[11])
+        sys_ += int(f[12])
         if p == root:
-            ticks += int(f[13]) + int(f[14])
-    return ticks / CLK_TCK
+            user += int(f[13])
+            sys_ += int(f[14])
+    return user / CLK_TCK, sys_ / CLK_TCK
+
+
+def cpu_seconds(pids: list[int], root: int) -> float:
+    """utime+stime of the live tree, plus the reaped children's time charged to the root."""
+    return sum(cpu_split(pids, root))
 
 
 def cpu_times() -> dict[str, list[int]]:
@@ -195,6 +203,9 @@ class Sampler(threading.Thread):
 
     def cpu(self) -> float:
         return cpu_seconds(self.current_pids(), self.root)
+
+    def cpu_split(self) -> tuple[float, float]:
+        return cpu_split(self.current_pids(), self.root)
 
     def stop(self) -> None:
         self._halt.set()

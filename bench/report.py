@@ -44,7 +44,7 @@ def write_markdown(R: dict, path: Path) -> None:
         L.append("")
         hdr = ["target"] + [f"c={c} req/s (×hyper)" for c in conc] + \
               ["p99 c=50 ms", "p99 c=256 ms", "hey -z req/s", "hey -z p99 ms", "hey -n req/s",
-               "fail", "RSS idle/peak MB", "CPU µs/req c=50"] + \
+               "fail", "RSS idle/peak MB", "CPU µs/req c=50 (kernel)"] + \
               ["other load % (c=50)"]
         L.append("| " + " | ".join(hdr) + " |")
         L.append("|" + "---|" * len(hdr))
@@ -74,7 +74,9 @@ def write_markdown(R: dict, path: Path) -> None:
             cells.append(str(fails))
             cells.append(f"{_mb(r['rss_idle_kb'])} / {_mb(r['rss_peak_kb'])}")
             w50 = r["wrk"].get("50")
-            cells.append(f"{w50['cpu_us_per_req']:.1f}" if w50 and w50.get("cpu_us_per_req") else "–")
+            cells.append(f"{w50['cpu_us_per_req']:.1f}" + (f" ({w50['cpu_sys_us_per_req']:.1f})"
+                                                            if w50.get("cpu_sys_us_per_req") is not None else "")
+                         if w50 and w50.get("cpu_us_per_req") else "–")
             cells.append(f"{w50['other_load_pct']:.0f}" if w50 and "other_load_pct" in w50 else "–")
             L.append("| " + " | ".join(cells) + " |")
         L.append("")
