@@ -32,6 +32,8 @@ pub(crate) struct ConnState {
     pub(crate) at_boundary: AtomicBool,
     /// The last write found the socket full: the peer is not reading what we send.
     pub(crate) write_blocked: AtomicBool,
+    /// Taken over by a WebSocket: reads and writes are frames, not requests and answers.
+    pub(crate) upgraded: AtomicBool,
     /// HTTP/2: streams whose answer head went out and whose end has not (seen in the
     /// frames written and read), answer bodies that wait for the host with nothing to
     /// send, and DATA frames written. More streams open than idle bodies means answer
@@ -68,6 +70,7 @@ impl ConnState {
             started: AtomicBool::new(false),
             at_boundary: AtomicBool::new(true),
             write_blocked: AtomicBool::new(false),
+            upgraded: AtomicBool::new(false),
             h2_sending: AtomicU32::new(0),
             h2_idle_bodies: AtomicU32::new(0),
             h2_data_frames: AtomicU64::new(0),

@@ -189,3 +189,80 @@ fn partial_http2_preface_gets_408_not_a_reset() {
     let resp = exchange(port, b"PRI * HTTP/2.0\r\n", WAIT);
     assert!(resp.starts_with("HTTP/1.1 408"), "{resp:?}");
 }
+
+/// Slow answers on several connections are held back for one pass of the I/O thread so
+/// that they leave together (src/conn/io.rs, `hold_first_write`): every answer must
+/// still arrive, whole and in order, pipelined or not, after a body or without one,
+/// with a connection that is alone (no hold) among them at the start.
+#[test]
+fn slow_answers_held_for_the_others_all_arrive_in_order() {
+    use std::io::{Read, Write};
+    let (_s, port) = server(Dispatch::Inline, |s| {
+        s.route(None, "/slow", Arc::new(|r: &Request| {
+            // Well past the hold threshold (some 7 µs): the hold is taken whenever
+            // another connection is open.
+            let t0 = Instant::now();
+            while t0.elapsed() < Duration::from_micros(300) {
+                std::hint::spin_loop();
+            }
+            let body = format!("{}?{}:{}", r.data().path(), r.data().query(), r.data().body().len());
+            r.respond(200, b"", body.into_bytes()).unwrap();
+        }))
+        .unwrap();
+    });
+    // Alone first: nothing to gather.
+    assert!(get(port, "/slow?alone").ends_with("/slow?alone:0"));
+    let clients: Vec<_> = (0..8)
+        .map(|c| {
+            std::thread::spawn(move || {
+                let mut conn = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+                conn.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                let mut want = String::new();
+                for round in 0..20 {
+                    // Three pipelined requests per round, the middle one with a body.
+                    let mut out = Vec::new();
+                    for i in 0..3 {
+                        let target = format!("/slow?c={c}&r={round}&i={i}");
+                        if i == 1 {
+                            out.extend_from_slice(format!("POST {target} HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nhello").as_bytes());
+                            want.push_str(&format!("{target}:5|"));
+                        } else {
+                            out.extend_from_slice(format!("GET {target} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes());
+                            want.push_str(&format!("{target}:0|"));
+                        }
+                    }
+                    conn.write_all(&out).unwrap();
+                }
+                // Read the 60 answers: each has a Content-Length.
+                let mut got = String::new();
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                let mut answers = 0;
+                while answers < 60 {
+                    let n = conn.read(&mut chunk).expect("answers stopped coming");
+                    assert!(n > 0, "connection closed after {answers} answers");
+                    buf.extend_from_slice(&chunk[..n]);
+                    while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        let head = String::from_utf8_lossy(&buf[..end]).to_string();
+                        assert!(head.starts_with("HTTP/1.1 200"), "got {head:?}");
+                        let len: usize = head
+                            .lines()
+                            .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length: ").map(|v| v.trim().parse().unwrap()))
+                            .expect("a Content-Length");
+                        if buf.len() < end + 4 + len {
+                            break;
+                        }
+                        got.push_str(&String::from_utf8_lossy(&buf[end + 4..end + 4 + len]));
+                        got.push('|');
+                        buf.drain(..end + 4 + len);
+                        answers += 1;
+                    }
+                }
+                assert_eq!(got, want, "connection {c}");
+            })
+        })
+        .collect();
+    for c in clients {
+        c.join().unwrap();
+    }
+}

@@ -10,6 +10,31 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
+/// An answer written this long after its request's bytes arrived is held for the
+/// others (`Watched::hold_first_write`): about 7 µs (20,000 TSC ticks at 3 GHz), about
+/// three times what the C reference app takes from read to write, a fraction of what
+/// a Python or .NET handler does.
+#[cfg(target_arch = "x86_64")]
+const HOLD_AFTER: u64 = 20_000;
+#[cfg(not(target_arch = "x86_64"))]
+const HOLD_AFTER: u64 = 7_000;
+
+/// A cheap clock for `HOLD_AFTER`: the time-stamp counter where there is one (a few
+/// cycles, where a clock_gettime is some 50 instructions), nanoseconds elsewhere.
+#[inline]
+fn ticks() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: RDTSC exists on every x86_64 CPU and has no preconditions.
+        unsafe { std::arch::x86_64::_rdtsc() }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+        START.get_or_init(std::time::Instant::now).elapsed().as_nanos() as u64
+    }
+}
+
 pub(crate) struct Watched<S> {
     pub stream: S,
     pub state: Arc<ConnState>,
@@ -19,11 +44,18 @@ pub(crate) struct Watched<S> {
     /// HTTP/2: where the byte stream is in its frames, each way.
     frames: Option<H2Frames>,
     sent: Option<Sending>,
+    /// Bytes arrived since the last write: the next write is likely a request's answer.
+    fresh: bool,
+    /// `ticks()` when `fresh` was set.
+    fresh_at: u64,
+    /// The answer's write, held back for one pass of the I/O thread's other ready
+    /// connections (see `hold_first_write`).
+    pause: Option<Pin<Box<dyn std::future::Future<Output = ()> + Send>>>,
 }
 
 impl<S> Watched<S> {
     pub fn new(stream: S, is_h2: bool, state: Arc<ConnState>, counters: Arc<Counters>) -> Self {
-        Watched { stream, state, counters, tail: [0; 4], frames: is_h2.then(H2Frames::new), sent: is_h2.then(Sending::default) }
+        Watched { stream, state, counters, tail: [0; 4], frames: is_h2.then(H2Frames::new), sent: is_h2.then(Sending::default), fresh: false, fresh_at: 0, pause: None }
     }
 
     fn wrote(&mut self, res: &Poll<io::Result<usize>>, bufs: &[&[u8]]) {
@@ -46,6 +78,41 @@ impl<S> Watched<S> {
             Poll::Pending => self.state.on_write(false),
             Poll::Ready(Err(_)) => {}
         }
+    }
+
+    /// Holds an answer's first write back until the I/O thread has run the other
+    /// connections that are ready now (tokio's `yield_now` waits for that), so that
+    /// their answers leave together. Answered one by one, a slow handler's answers each
+    /// find the client asleep and pay the kernel's cross-CPU wake-up; in a burst the
+    /// client is still busy with the first ones. Only for answers that took a while
+    /// (`HOLD_AFTER`) since their request's bytes arrived: a fast handler's client never
+    /// got to sleep, and the hold would only cost one more poll of the connection (C
+    /// reference app on loopback: 10-20 % fewer req/s at 50 connections when every
+    /// answer was held; the Python ASGI server: its client's sleeps per answer from
+    /// 0.38 to 0.08 and a quarter less kernel time per request). Not done on the only
+    /// connection (nothing to gather), nor for a WebSocket's frames; HTTP/2 reads
+    /// never set `fresh`.
+    fn hold_first_write(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.fresh {
+            if self.pause.is_none() {
+                if self.state.upgraded.load(Relaxed)
+                    || self.counters.active_connections.load(Relaxed) < 2
+                    || ticks().wrapping_sub(self.fresh_at) < HOLD_AFTER
+                {
+                    self.fresh = false;
+                    return Poll::Ready(());
+                }
+                self.pause = Some(Box::pin(tokio::task::yield_now()));
+            }
+            if let Some(pause) = &mut self.pause {
+                if pause.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+            }
+            self.pause = None;
+            self.fresh = false;
+        }
+        Poll::Ready(())
     }
 }
 
@@ -80,6 +147,10 @@ impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
                 this.state.at_boundary.store(&tail == b"\r\n\r\n" || tail[2..] == *b"\n\n", Relaxed);
             }
             this.state.on_read(n);
+            if n > 0 && !this.fresh {
+                this.fresh = true;
+                this.fresh_at = ticks();
+            }
             this.counters.bytes_read.fetch_add(n as u64, Relaxed);
         }
         res
@@ -89,6 +160,9 @@ impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
 impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
+        if this.hold_first_write(cx).is_pending() {
+            return Poll::Pending;
+        }
         let res = Pin::new(&mut this.stream).poll_write(cx, buf);
         this.wrote(&res, &[buf]);
         res
@@ -96,6 +170,9 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
 
     fn poll_write_vectored(self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
+        if this.hold_first_write(cx).is_pending() {
+            return Poll::Pending;
+        }
         let res = Pin::new(&mut this.stream).poll_write_vectored(cx, bufs);
         if this.sent.is_some() {
             let slices: Vec<&[u8]> = bufs.iter().map(|b| &**b).collect();

@@ -244,6 +244,7 @@ pub(crate) async fn run(conn: Arc<WsConn>, upgrade: OnUpgrade, limits: WsLimits,
         Ok(io) => io,
         Err(_) => return conn.finish(1006, "the upgrade did not complete".into()),
     };
+    state.upgraded.store(true, Ordering::Relaxed);
     let config = WebSocketConfig::default()
         // Small to start: an idle connection should cost a few KiB, not tungstenite's
         // 128 KiB default; larger frames grow the buffer as they arrive.
