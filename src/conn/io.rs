@@ -94,25 +94,23 @@ impl<S> Watched<S> {
     /// connection (nothing to gather), nor for a WebSocket's frames; HTTP/2 reads
     /// never set `fresh`.
     fn hold_first_write(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        if self.fresh {
-            if self.pause.is_none() {
-                if self.state.upgraded.load(Relaxed)
-                    || self.counters.active_connections.load(Relaxed) < 2
-                    || ticks().wrapping_sub(self.fresh_at) < HOLD_AFTER
-                {
-                    self.fresh = false;
-                    return Poll::Ready(());
-                }
-                self.pause = Some(Box::pin(tokio::task::yield_now()));
-            }
-            if let Some(pause) = &mut self.pause {
-                if pause.as_mut().poll(cx).is_pending() {
-                    return Poll::Pending;
-                }
-            }
-            self.pause = None;
-            self.fresh = false;
+        if !self.fresh {
+            return Poll::Ready(());
         }
+        if self.pause.is_none()
+            && (self.state.upgraded.load(Relaxed)
+                || self.counters.active_connections.load(Relaxed) < 2
+                || ticks().wrapping_sub(self.fresh_at) < HOLD_AFTER)
+        {
+            self.fresh = false;
+            return Poll::Ready(());
+        }
+        let pause = self.pause.get_or_insert_with(|| Box::pin(tokio::task::yield_now()));
+        if pause.as_mut().poll(cx).is_pending() {
+            return Poll::Pending;
+        }
+        self.pause = None;
+        self.fresh = false;
         Poll::Ready(())
     }
 }
