@@ -48,6 +48,12 @@ def log(msg: str) -> None:
     print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
+def callgrind_count(text: str) -> int | None:
+    """The instructions a callgrind output file counted in all, or None."""
+    m = re.search(r"^(?:summary|totals): (\d+)", text, re.M)
+    return int(m.group(1)) if m else None
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))

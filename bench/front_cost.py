@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import http.client
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -27,18 +26,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import front_targets  # noqa: E402
-from benchlib import BENCH, ROOT, free_port  # noqa: E402,F401 (free_port: re-exported to the other cost scripts)
+from benchlib import BENCH, ROOT, callgrind_count, free_port  # noqa: E402,F401 (free_port: re-exported to the other cost scripts)
 
 N1 = int(os.environ.get("N1", "300"))
 N2 = int(os.environ.get("N2", "1300"))
 REF = ROOT / "samples" / "c" / "ember_ref"
 HYPER = ROOT / "target" / "release" / "bench-hyper"
-
-
-def callgrind_count(text: str) -> int | None:
-    """The instructions a callgrind output file counted in all, or None."""
-    m = re.search(r"^(?:summary|totals): (\d+)", text, re.M)
-    return int(m.group(1)) if m else None
 
 
 def ember(path):

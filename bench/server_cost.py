@@ -32,8 +32,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import ROOT, free_port, tree_pids  # noqa: E402
-from front_cost import callgrind_count  # noqa: E402
+from benchlib import ROOT, callgrind_count, free_port, tree_pids  # noqa: E402
 from target_list import all_targets  # noqa: E402
 
 LISTENING = re.compile(rb"listening on http://127\.0\.0\.1:(\d+)")
