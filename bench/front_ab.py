@@ -3,9 +3,12 @@
 
 bench/run measures one target after the other, so load that comes and goes between two
 targets shows up as a difference between them. Here every server of a pair runs at once
-(all pinned to CPU 0, idle while the other is measured) and wrk (CPU 1) alternates between
-them, round after round: A B A B ... Each round gives one ratio per pair; the report gives
-the median and the range of the rounds, and the server CPU µs per request of each side.
+(all pinned to CPU 0, idle while the other is measured) and wrk (CPU 1) measures the two
+sides of a pair one right after the other, in the order A B in odd rounds and B A in even
+ones, so that a drift within a round favours neither side. Each round gives one ratio per
+pair; the report gives the median and the range of the rounds, and the server CPU µs per
+request of each side. Bare hyper answers any target the same way, so it is sent the very
+request its Ember side gets (the same bytes to parse).
 
     flock /work/wt/bench.lock bench/front_ab.py [--rounds 3] [--seconds 5] [--c 50] [--json out.json]
 
@@ -59,9 +62,9 @@ PAIRS = [
     # (label, server A, path A, server B, path B)
     ("static 1 KiB: Ember ÷ nginx", "ember-static", "/static/1k.json", "nginx-static", "/static/1k.json"),
     ("static 10 MiB: Ember ÷ nginx", "ember-static", "/static/10m.bin", "nginx-static", "/static/10m.bin"),
-    ("Python /cached ÷ bare hyper", "ember-py", front_targets.CACHED_PATH, "hyper", "/"),
+    ("Python /cached ÷ bare hyper", "ember-py", front_targets.CACHED_PATH, "hyper", front_targets.CACHED_PATH),
     ("Python /cached ÷ its GET /", "ember-py", front_targets.CACHED_PATH, "ember-py", "/"),
-    (".NET /cached ÷ bare hyper", "ember-net", front_targets.CACHED_PATH, "hyper", "/"),
+    (".NET /cached ÷ bare hyper", "ember-net", front_targets.CACHED_PATH, "hyper", front_targets.CACHED_PATH),
     (".NET /cached ÷ its GET /", "ember-net", front_targets.CACHED_PATH, "ember-net", "/"),
 ]
 
@@ -155,12 +158,11 @@ def main() -> None:
             for r in range(a.rounds):
                 got = {}
                 for label, sa, pa, sb, pb in PAIRS:
-                    for srv, path in ((sa, pa), (sb, pb)):
-                        if (srv, path) in got:
-                            continue
-                        got[(srv, path)] = measure(procs[srv].pid, ports[srv], path, a.c, a.seconds)
-                        rps = got[(srv, path)][0]
-                        print(f"round {r + 1}: {srv} {path}: {rps:,.0f} req/s, {got[(srv, path)][1]:.1f} µs CPU/req", flush=True)
+                    sides = [("a", sa, pa), ("b", sb, pb)]
+                    for side, srv, path in sides if r % 2 == 0 else sides[::-1]:
+                        got[(label, side)] = measure(procs[srv].pid, ports[srv], path, a.c, a.seconds)
+                        rps, cpu = got[(label, side)]
+                        print(f"round {r + 1}: {label}: {srv} {path}: {rps:,.0f} req/s, {cpu:.1f} µs CPU/req", flush=True)
                 rounds.append(got)
             # The host must not have been called again: the body still counts one call.
             for srv in ("ember-py", "ember-net"):
@@ -170,13 +172,16 @@ def main() -> None:
         finally:
             stop_all(procs)
     report = {"c": a.c, "seconds": a.seconds, "rounds": [], "pairs": {}}
+    sides = {(label, "a"): f"{sa} {pa}" for label, sa, pa, _, _ in PAIRS} | {(label, "b"): f"{sb} {pb}" for label, _, _, sb, pb in PAIRS}
     for got in rounds:
-        report["rounds"].append({f"{s} {p}": {"rps": v[0], "cpu_us_per_req": v[1]} for (s, p), v in got.items()})
-    print(f"\nc={a.c}, {a.seconds} s per point, {a.rounds} interleaved rounds: median ratio [range]; CPU µs/req A / B (median)")
+        report["rounds"].append({f"{label}: {sides[(label, side)]}": {"rps": v[0], "cpu_us_per_req": v[1]}
+                                 for (label, side), v in got.items()})
+    print(f"\nc={a.c}, {a.seconds} s per point, {a.rounds} rounds, each pair measured back to back (A B, then B A): "
+          "median ratio [range]; CPU µs/req A / B (median)")
     for label, sa, pa, sb, pb in PAIRS:
-        ratios = [g[(sa, pa)][0] / g[(sb, pb)][0] for g in rounds if g[(sb, pb)][0]]
-        cpu_a = statistics.median(g[(sa, pa)][1] for g in rounds)
-        cpu_b = statistics.median(g[(sb, pb)][1] for g in rounds)
+        ratios = [g[(label, "a")][0] / g[(label, "b")][0] for g in rounds if g[(label, "b")][0]]
+        cpu_a = statistics.median(g[(label, "a")][1] for g in rounds)
+        cpu_b = statistics.median(g[(label, "b")][1] for g in rounds)
         report["pairs"][label] = {"ratios": ratios, "median": statistics.median(ratios), "cpu_us_a": cpu_a, "cpu_us_b": cpu_b}
         print(f"- {label}: {statistics.median(ratios):.2f} [{min(ratios):.2f}–{max(ratios):.2f}]; "
               f"CPU {cpu_a:.1f} / {cpu_b:.1f} µs")
