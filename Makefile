@@ -2,6 +2,8 @@
 # a pkg-config file.
 #   make                                  cargo build --release
 #   make install PREFIX=/usr/local        (also DESTDIR=... for staging, LIBDIR=... to override)
+#   make install PGO=1 ...                the profile-guided library (scripts/pgo.sh; what
+#                                         scripts/release.sh ships)
 #   make uninstall PREFIX=/usr/local
 # Then: cc app.c $(pkg-config --cflags --libs ember)
 PREFIX ?= /usr/local
@@ -10,7 +12,13 @@ INCLUDEDIR ?= $(PREFIX)/include
 DESTDIR ?=
 CARGO ?= cargo
 CARGOFLAGS ?=
+ifeq ($(PGO),1)
+RELEASE := target/pgo/lib
+BUILD_LIB := scripts/pgo.sh
+else
 RELEASE := target/release
+BUILD_LIB := $(CARGO) build --release $(CARGOFLAGS)
+endif
 
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
 MAJOR := $(word 1,$(subst ., ,$(VERSION)))
@@ -21,7 +29,7 @@ REALNAME := libember.so.$(VERSION)
 all: $(RELEASE)/libember.so
 
 $(RELEASE)/libember.so $(RELEASE)/libember.a: FORCE
-	$(CARGO) build --release $(CARGOFLAGS)
+	$(BUILD_LIB)
 
 install: all
 	install -d $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDIR)/pkgconfig

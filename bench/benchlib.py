@@ -23,6 +23,20 @@ ROOT = BENCH.parent
 EXPECTED_BODY = b'{"code": 1, "msg": "Hello WebAPI"}'
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
+# The library the Ember targets load: the profile-guided build that scripts/release.sh ships
+# (target/pgo/lib, made by scripts/pgo.sh when bench/run builds), or with BENCH_PGO=0 the
+# plain `cargo build --release`.
+BENCH_PGO = os.environ.get("BENCH_PGO", "1") != "0"
+LIB_DIR = ROOT / "target" / "pgo" / "lib" if BENCH_PGO else ROOT / "target" / "release"
+
+
+def ember_lib_env() -> dict[str, str]:
+    """The environment that makes an Ember target load LIB_DIR's library: the bindings read
+    EMBER_LIBRARY; the C programs are linked against target/release, and LD_LIBRARY_PATH
+    comes before their RUNPATH."""
+    if not (LIB_DIR / "libember.so").exists():
+        raise BenchError(f"{LIB_DIR / 'libember.so'} is missing: scripts/pgo.sh builds it (BENCH_PGO=0: the plain build)")
+    return {"EMBER_LIBRARY": str(LIB_DIR / "libember.so"), "LD_LIBRARY_PATH": str(LIB_DIR)}
 
 
 def inherit_autogroup_nice(pid: int) -> None:

@@ -9,7 +9,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from benchlib import BENCH, ROOT, log
+from benchlib import BENCH, BENCH_PGO, ROOT, log
 from target_list import BUILD, RELEASE, TARGETS_DIR, VENV
 
 
@@ -93,6 +93,12 @@ def build_all(needed: set[str], skip_build: bool) -> dict[str, dict]:
         log("cargo build --release (engine + bench-hyper)")
         ok, out = _run(["cargo", "build", "--release"], cwd=ROOT, timeout=1800)
         rec("ember-lib", ok and (RELEASE / "libember.so").exists(), out)
+        if ok and BENCH_PGO:
+            # What ships (scripts/release.sh) is the profile-guided library, target/pgo/lib:
+            # the Ember targets load it (benchlib.ember_lib_env).
+            log("scripts/pgo.sh: the profile-guided library (BENCH_PGO=0 measures the plain cargo build)")
+            okp, outp = _run([str(ROOT / "scripts" / "pgo.sh")], cwd=ROOT, timeout=1800)
+            rec("ember-pgo", okp, outp)
         if (RELEASE / "bench-hyper").exists() and ok:
             rec("bench-hyper", True)
         else:

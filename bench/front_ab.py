@@ -27,16 +27,15 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import front_targets  # noqa: E402
-from benchlib import BENCH, ROOT  # noqa: E402
+from benchlib import BENCH, ROOT, ember_lib_env  # noqa: E402
 from front_cost import cpu_ticks, free_port, wait_port  # noqa: E402
 
 RELEASE = ROOT / "target" / "release"
-LIB = {"EMBER_DISPATCH": "inline", "EMBER_WORKERS": "1", "EMBER_LIBRARY": str(RELEASE / "libember.so")}
+LIB = {"EMBER_DISPATCH": "inline", "EMBER_WORKERS": "1"}
 
 
 def servers(tmp: Path) -> dict:
@@ -47,14 +46,15 @@ def servers(tmp: Path) -> dict:
     conf = conf.replace("@PREFIX@", str(tmp)).replace("@PORT@", str(nginx_port)).replace("@WWW@", str(front_targets.WWW))
     (tmp / "nginx.conf").write_text(conf)
     ref = str(ROOT / "samples" / "c" / "ember_ref")
+    lib = {**LIB, **ember_lib_env()}
     return {
         "hyper": ([str(RELEASE / "bench-hyper"), "{port}", "1"], {}, "/"),
-        "ember-static": ([ref, "{port}"], {**LIB, **www}, None),
+        "ember-static": ([ref, "{port}"], {**lib, **www}, None),
         "nginx-static": (["nginx", "-p", str(tmp), "-c", str(tmp / "nginx.conf"), "-e", str(tmp / "error.log")],
                          {"PORT": str(nginx_port)}, None),
         "ember-py": ([str(BENCH / ".venv" / "bin" / "python"), str(ROOT / "samples" / "python" / "ember_ref.py"), "{port}"],
-                     LIB, None),
-        "ember-net": (["mono", str(ROOT / "samples" / "dotnet" / "EmberRef.exe"), "{port}"], LIB, None),
+                     lib, None),
+        "ember-net": (["mono", str(ROOT / "samples" / "dotnet" / "EmberRef.exe"), "{port}"], lib, None),
     }
 
 

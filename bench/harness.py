@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchlib import (BENCH, ROOT, BenchError, Sampler, Server, cpu_busy_pct, cpu_times, free_port,
+from benchlib import (BENCH, BENCH_PGO, ROOT, BenchError, Sampler, Server, cpu_busy_pct, cpu_times, free_port,
                       loadavg, log, others_cpu_seconds, others_snapshot, rss_kb, run_hey, run_wrk, tool_version, tree_pids)
 from builds import artefact_sizes, build_all
 from ladder import DEFAULT_LEVELS, format_report, parse_levels, run_ladder
@@ -304,6 +304,7 @@ def main() -> int:
     R: dict = {"meta": {"quick": q, "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                         "machine": machine_info(), "versions": versions(),
                         "ember_commit": tool_version(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"]),
+                        "ember_library": "profile-guided (scripts/pgo.sh)" if BENCH_PGO else "plain cargo build --release",
                         "modes": modes,
                         "plan": {"concurrency": a.concurrency, "wrk_s": a.wrk_duration, "warmup_s": a.warmup,
                                  "hey_z": a.hey_z, "hey_z_c": a.hey_z_c, "hey_n": a.hey_n, "hey_n_c": a.hey_n_c,

@@ -17,12 +17,12 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import BENCH, ROOT  # noqa: E402
+from benchlib import BENCH, ROOT, ember_lib_env  # noqa: E402
 from front_ab import measure, stop_all, wrk  # noqa: E402
 from front_cost import free_port, wait_port  # noqa: E402
 
 RELEASE = ROOT / "target" / "release"
-LIB = {"EMBER_DISPATCH": "inline", "EMBER_WORKERS": "1", "EMBER_LIBRARY": str(RELEASE / "libember.so")}
+LIB = {"EMBER_DISPATCH": "inline", "EMBER_WORKERS": "1"}
 PY = str(BENCH / ".venv" / "bin" / "python") if (BENCH / ".venv").exists() else sys.executable
 
 
@@ -34,13 +34,14 @@ def main() -> None:
     ap.add_argument("--base", help="another checkout whose samples/python/ember_ref.py is the baseline")
     a = ap.parse_args()
     ref = str(ROOT / "samples" / "python" / "ember_ref.py")
+    lib = {**LIB, **ember_lib_env()}
     servers = {
         "hyper": ([str(RELEASE / "bench-hyper"), "{port}", "1"], {}),
-        "py-c": ([PY, ref, "{port}"], {**LIB, "EMBER_PY_SPEEDUPS": "1"}),
-        "py-ctypes": ([PY, ref, "{port}"], {**LIB, "EMBER_PY_SPEEDUPS": "0"}),
+        "py-c": ([PY, ref, "{port}"], {**lib, "EMBER_PY_SPEEDUPS": "1"}),
+        "py-ctypes": ([PY, ref, "{port}"], {**lib, "EMBER_PY_SPEEDUPS": "0"}),
     }
     if a.base:
-        servers["py-base"] = ([PY, str(Path(a.base) / "samples" / "python" / "ember_ref.py"), "{port}"], LIB)
+        servers["py-base"] = ([PY, str(Path(a.base) / "samples" / "python" / "ember_ref.py"), "{port}"], lib)
     procs, ports = {}, {}
     rounds = []
     try:

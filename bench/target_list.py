@@ -8,7 +8,7 @@ import os
 import shutil
 from pathlib import Path
 
-from benchlib import BENCH, ROOT, verify
+from benchlib import BENCH, ROOT, ember_lib_env, verify
 import front_targets
 
 VENV = BENCH / ".venv"
@@ -44,14 +44,12 @@ def _py() -> str:
 
 def _ember_env(dispatch):
     def env(workers):
-        return {"EMBER_DISPATCH": dispatch, "EMBER_WORKERS": str(workers),
-                "EMBER_LIBRARY": str(RELEASE / "libember.so")}
+        return {"EMBER_DISPATCH": dispatch, "EMBER_WORKERS": str(workers), **ember_lib_env()}
     return env
 
 
 def _ember_cli_env(workers):
-    return {"EMBER_LIBRARY": str(RELEASE / "libember.so"),
-            "PYTHONPATH": str(ROOT / "bindings" / "python")}
+    return {**ember_lib_env(), "PYTHONPATH": str(ROOT / "bindings" / "python")}
 
 
 def _nginx_prepare(port, workdir: Path):

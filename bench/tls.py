@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchlib import (BENCH, EXPECTED_BODY, ROOT, BenchError, Sampler, Server, free_port, log, rss_kb, run_wrk,
+from benchlib import (BENCH, EXPECTED_BODY, ROOT, BenchError, ember_lib_env, Sampler, Server, free_port, log, rss_kb, run_wrk,
                       tree_pids)
 
 REPORT_LUA = BENCH / "wrk" / "report.lua"
@@ -56,7 +56,8 @@ def _https_port_of(srv: Server, timeout: float = 15.0) -> int:
 
 def start(name: str, workdir: Path, cert: Path, key: Path, rawdir: Path, pin: str | None) -> tuple[Server, int]:
     if name == "ember-c-tls":
-        env = {"EMBER_DISPATCH": "inline", "EMBER_WORKERS": "1", "EMBER_TLS_CERT": str(cert), "EMBER_TLS_KEY": str(key)}
+        env = {"EMBER_DISPATCH": "inline", "EMBER_WORKERS": "1", "EMBER_TLS_CERT": str(cert), "EMBER_TLS_KEY": str(key),
+               **ember_lib_env()}
         srv = Server(f"pinned-{name}", [str(ROOT / "samples" / "c" / "ember_ref"), "0"], env, None, rawdir, None, pin, 30)
         return srv, _https_port_of(srv)
     port = free_port()

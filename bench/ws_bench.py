@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import BENCH, ROOT, BenchError, Server, cpu_seconds, free_port, log, rss_kb, tree_pids  # noqa: E402
+from benchlib import BENCH, ROOT, BenchError, Server, ember_lib_env, cpu_seconds, free_port, log, rss_kb, tree_pids  # noqa: E402
 
 RESULTS = BENCH / "results"
 RELEASE = ROOT / "target" / "release"
@@ -45,7 +45,7 @@ def _python() -> str:
 
 
 def targets() -> dict[str, dict]:
-    pin_env = {"EMBER_WORKERS": "1"}
+    pin_env = {"EMBER_WORKERS": "1", **ember_lib_env()}
     return {
         "ember-c": {"argv": [str(ROOT / "samples" / "c" / "ember_ref"), "0"], "env": pin_env, "ws": True},
         "ember-py": {"argv": [_python(), str(ROOT / "samples" / "python" / "ember_ref.py"), "0"], "env": pin_env,

@@ -41,7 +41,9 @@ apt_install() {
 pack() {
     command -v mcs >/dev/null || apt_install mono-devel
     command -v zip >/dev/null || apt_install zip
-    [[ -f target/release/libember.so ]] || cargo build --release -j2
+    # EMBER_NATIVE_LIB: the Linux library to pack (scripts/release.sh: the profile-guided one).
+    local native="${EMBER_NATIVE_LIB:-$root/target/release/libember.so}"
+    [[ -f "$native" ]] || cargo build --release -j2
     [[ -f target/windows/x64/ember.dll && -f target/windows/x86/ember.dll ]] || scripts/windows.sh build
     bindings/dotnet/build.sh >/dev/null
     local stage="$out/stage"
@@ -55,7 +57,7 @@ pack() {
 </Relationships>
 XML
     cp bindings/dotnet/bin/Ember.dll bindings/dotnet/bin/Ember.xml bindings/dotnet/Ember.dll.config "$stage/lib/net461/"
-    cp target/release/libember.so "$stage/runtimes/linux-x64/native/"
+    cp "$native" "$stage/runtimes/linux-x64/native/libember.so"
     cp target/windows/x64/ember.dll "$stage/runtimes/win-x64/native/"
     cp target/windows/x86/ember.dll "$stage/runtimes/win-x86/native/"
     cp packaging/nuget/Ember.targets "$stage/build/net461/Ember.targets"

@@ -19,9 +19,11 @@ PYTHON="${PYTHON:-python3}"
 out="$root/target/wheel"
 
 build() {
-    [[ -f target/release/libember.so ]] || cargo build --release -j2
+    # EMBER_NATIVE_LIB: the library to pack (scripts/release.sh: the profile-guided one).
+    local native="${EMBER_NATIVE_LIB:-$root/target/release/libember.so}"
+    [[ -f "$native" ]] || cargo build --release -j2
     rm -rf "$out" bindings/python/build && mkdir -p "$out"
-    EMBER_WHEEL_LIBRARY="$root/target/release/libember.so" "$PYTHON" -m pip wheel -q --no-deps -w "$out" bindings/python
+    EMBER_WHEEL_LIBRARY="$native" "$PYTHON" -m pip wheel -q --no-deps -w "$out" bindings/python
     rm -rf bindings/python/build bindings/python/*.egg-info
     local whl tag
     whl="$(ls "$out"/ember-*.whl)"
