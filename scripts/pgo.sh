@@ -12,7 +12,7 @@
 #
 # Why: with the profile, LLVM inlines and lays out the request path the way it is really
 # taken. Callgrind counts 20 % fewer instructions per request (C reference app: GET /
-# 14,242 -> 11,427; output-cache hit 11,749 -> 9,550; README, Performance) from the same
+# 14,242 -> 11,421; output-cache hit 11,749 -> 9,475; README, Performance) from the same
 # source and the same release profile.
 #
 # 1. The library built with -Cprofile-generate (target/pgo-gen, its own target directory:
@@ -128,7 +128,7 @@ train_and_build() {
     echo "pgo: training"
     rm -rf "$raw" && mkdir -p "$raw"
     for dispatch in inline auto pool; do
-        EMBER_DISPATCH=$dispatch EMBER_LIBRARY="$genlib/libember.so" start_app "$gen/ember_ref" PORT
+        EMBER_DISPATCH=$dispatch start_app "$gen/ember_ref" PORT
         load /
         load '/cached?ttl=3600'
         load /static/hello.txt
