@@ -58,6 +58,9 @@ minimal=$(size_of "$minimal_so")
 rows=()
 row() { rows+=("| $1 | $(kb "$2") | $2 | $3 |"); }
 row "libember.so, full (default features: HTTP/1.1 + HTTP/2, TLS, WebSocket, static files, gzip), release" "$full" "stripped: $(stripped target/release/libember.so)"
+if [[ -f target/pgo/lib/libember.so ]]; then
+    row "libember.so, full, profile-guided (scripts/pgo.sh: what dist/ ships)" "$(size_of target/pgo/lib/libember.so)" "stripped: $(stripped target/pgo/lib/libember.so)"
+fi
 if [[ $check -eq 0 ]]; then
     cargo build -j2 --release --no-default-features --features http2,ws,static,gzip,crossbeam --lib --target-dir target/notls
     row "libember.so, full without TLS (\`--no-default-features --features http2,ws,static,gzip,crossbeam\`)" "$(size_of target/notls/release/libember.so)" "stripped: yes"
