@@ -20,8 +20,9 @@
 # 2. Training: the C reference app (inline, auto and pool dispatch), the Python reference app
 #    and the ASGI server, and the .NET reference app when Mono and EmberRef.exe are there, each
 #    under a second of wrk per path: the hello route, the output cache, a static file, a
-#    JSON route, a POST body. Every host's crossing is run, so that no binding's entry
-#    points are left out of the profile as never taken (LLVM would compile them for size).
+#    JSON route, a POST body; then TLS, HTTP/2, a streamed answer and WebSocket on the C app.
+#    Every host's crossing and every protocol is run, so that none is left out of the
+#    profile as never taken (LLVM would compile it for size).
 # 3. llvm-profdata merges the raw profiles; the library is built again with -Cprofile-use.
 #
 # The raw profile format follows rustc's LLVM (22 with Rust 1.95); Debian 12's llvm-19
@@ -136,6 +137,69 @@ train_and_build() {
         load /echo -s "$gen/post.lua"
         stop_app
     done
+    # TLS (keep-alive and handshakes), HTTP/2, streamed answers and WebSocket frames on the
+    # C app in the default dispatch: a few hundred of each, from Python's httpx and websockets
+    # (tests/setup.sh installs them; curl 7.88 cannot reuse a prior-knowledge connection).
+    # Never run, their code would count as cold and be compiled for size; run as often as
+    # the hello route, it would count as hot and be inlined everywhere (on 2026-12-07 that
+    # made the library 260 KB larger, with no TLS keep-alive gain measured).
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj /CN=localhost \
+        -keyout "$gen/key.pem" -out "$gen/cert.pem" 2>/dev/null
+    local tls_port
+    tls_port="$(free_port)"
+    EMBER_TLS_CERT="$gen/cert.pem" EMBER_TLS_KEY="$gen/key.pem" EMBER_TLS_PORT=$tls_port start_app "$gen/ember_ref" PORT
+    python3 - "$port" "$tls_port" <<'PY'
+import asyncio
+import sys
+
+try:
+    import httpx
+    import websockets
+except ImportError as e:
+    print(f"pgo: no TLS, HTTP/2 or WebSocket training: {e}")
+    sys.exit(0)
+
+PORT, TLS_PORT = sys.argv[1], sys.argv[2]
+
+
+def ok(answers, version):
+    assert all(a.status_code == 200 and a.http_version == version for a in answers), answers
+
+
+async def tls():
+    async with httpx.AsyncClient(verify=False, base_url=f"https://127.0.0.1:{TLS_PORT}") as client:
+        for _ in range(25):
+            ok(await asyncio.gather(*(client.get("/") for _ in range(8))), "HTTP/1.1")
+    for _ in range(20):  # a new connection each: full handshakes
+        async with httpx.AsyncClient(verify=False) as client:
+            ok([await client.get(f"https://127.0.0.1:{TLS_PORT}/cached?ttl=3600")], "HTTP/1.1")
+
+
+async def h2():
+    async with httpx.AsyncClient(http1=False, http2=True, base_url=f"http://127.0.0.1:{PORT}") as client:
+        for _ in range(10):
+            ok(await asyncio.gather(*(client.get("/") for _ in range(20))), "HTTP/2")
+
+
+async def stream():
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{PORT}") as client:
+        for _ in range(100):
+            ok([await client.get("/stream?n=8&size=4096")], "HTTP/1.1")
+
+
+async def echo():
+    async with websockets.connect(f"ws://127.0.0.1:{PORT}/ws") as ws:
+        for _ in range(300):
+            await ws.send("x" * 64)
+            await ws.recv()
+
+
+async def main():
+    await asyncio.gather(tls(), h2(), stream(), echo())
+
+asyncio.run(main())
+PY
+    stop_app
     export EMBER_LIBRARY="$genlib/libember.so" PYTHONPATH="$root/bindings/python"
     start_app python3 samples/python/ember_ref.py PORT
     load /
