@@ -12,7 +12,7 @@
 #
 # Why: with the profile, LLVM inlines and lays out the request path the way it is really
 # taken. Callgrind counts 20 % fewer instructions per request (C reference app: GET /
-# 14,242 -> 11,421; output-cache hit 11,749 -> 9,475; README, Performance) from the same
+# 14,242 -> 11,438; output-cache hit 11,749 -> 9,464; README, Performance) from the same
 # source and the same release profile.
 #
 # 1. The library built with -Cprofile-generate (target/pgo-gen, its own target directory:
