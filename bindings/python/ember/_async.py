@@ -67,7 +67,7 @@ class LoopRunner:
 
     def _spawn(self, fn: Callable | None, request: Request, awaitable: Any) -> None:
         events = request._events
-        if events is not None and events.aborted:
+        if events is not None and events.aborted and not events.body_unread:
             # The client left (or the handler timeout answered) before the coroutine began.
             if awaitable is not None and hasattr(awaitable, "close"):
                 awaitable.close()

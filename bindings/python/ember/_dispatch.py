@@ -223,16 +223,19 @@ def _unkept_count() -> int:
     return getrefcount(request)
 
 
-def watch(request: Request, runner: LoopRunner) -> None:
-    """Listens for the request's events on behalf of its coroutine: the abort cancels it."""
-    events_of(request, runner.loop)
+def watch(request: Request, runner: LoopRunner, handler: bool = True) -> None:
+    """Listens for the request's events on behalf of its coroutine: the abort cancels it
+    (a handler's, once it has read a streamed body to the end)."""
+    events = events_of(request, runner.loop)
+    if handler and request.body_streamed:
+        events.body_unread = True
 
 
 def start_stream(request: Request, result: Any, runner: LoopRunner) -> None:
     """A handler returned a generator / async generator / StreamingResponse."""
     if is_async_stream(result):
         request._detach()
-        watch(request, runner)
+        watch(request, runner, handler=False)
         runner.submit(None, request, stream_async(request, result))
     else:
         stream_sync(request, result)

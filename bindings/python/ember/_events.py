@@ -29,8 +29,8 @@ class RequestEvents:
     """The events of one request: flags for everyone, futures for coroutines, and a
     callback into a sync pump."""
 
-    __slots__ = ("handle", "loop", "task", "ended", "aborted", "pump", "quiet", "reading", "_writable",
-                 "_readable", "_on_abort", "_lock", "__weakref__")
+    __slots__ = ("handle", "loop", "task", "ended", "aborted", "pump", "quiet", "reading", "body_unread",
+                 "_writable", "_readable", "_on_abort", "_lock", "__weakref__")
 
     def __init__(self, handle: int, loop: asyncio.AbstractEventLoop | None = None) -> None:
         self.handle = handle
@@ -48,6 +48,11 @@ class RequestEvents:
         #: An async body reader waits for READABLE: the abort does not cancel its task,
         #: its next read says why the request ended.
         self.reading = False
+        #: The handler's coroutine has a streamed body it has not read to the end: the
+        #: abort neither cancels it nor keeps it from starting, so that its next read says
+        #: why the request ended (an engine's 413 can come before the coroutine's first
+        #: read, the sooner the faster the client sends).
+        self.body_unread = False
         self._writable: asyncio.Future | None = None
         self._readable: asyncio.Future | None = None
         self._on_abort: list[Callable[[], Any]] | None = None
@@ -110,7 +115,7 @@ class RequestEvents:
         # A coroutine waiting for its body is not cancelled: its next read says why the
         # request ended (BodyTooLarge / BodyTooSlow after the engine's 413 / 408,
         # ClientDisconnected), which a CancelledError would hide.
-        if event == _lib.EVENT_ABORTED and not self.quiet and not self.reading:
+        if event == _lib.EVENT_ABORTED and not self.quiet and not self.reading and not self.body_unread:
             task = self.task
             if task is not None and not task.done():
                 task.cancel()

@@ -181,6 +181,9 @@ class AsyncBodyStream:
         got = self._n.value
         if got == 0:
             self._eof = True
+            ev = self._request._events
+            if ev is not None:
+                ev.body_unread = False  # from here the abort cancels the handler again
             return b""
         self.consumed += got
         return buf[:got].tobytes()
