@@ -176,6 +176,31 @@ def test_a_body_over_the_stream_limit_gets_413_and_the_handler_hears_body_too_la
     assert r.status_code == 413 and len(seen) == 1
 
 
+def test_a_coroutine_whose_body_was_refused_before_its_first_read_still_hears_why(serve):
+    # The engine's 413 comes while the coroutine sleeps, before it reads: the abort must
+    # not cancel it (it used to), its first read raises BodyTooLarge.
+    seen = []
+
+    def setup(app):
+        @app.post("/late", stream_body=True)
+        async def late(req):
+            await asyncio.sleep(0.5)
+            try:
+                await req.stream.readall()
+            except ember.BodyTooLarge as e:
+                seen.append(e.name)
+                raise
+
+    s = serve(setup, max_stream_body_bytes=100_000)
+
+    def chunks():
+        for _ in range(10):
+            yield b"x" * 50_000
+    r = httpx.post(s.url + "/late", content=chunks())
+    assert r.status_code == 413
+    assert wait_for(lambda: seen, 5) and seen == ["EMBER_ERR_TOO_LARGE"]
+
+
 @pytest.mark.parametrize("kind", ["sync", "async"])
 def test_a_client_leaving_mid_body_raises_client_disconnected(serve, dispatch, kind):
     seen = []
