@@ -25,9 +25,12 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
 # The library the Ember targets load: the profile-guided build that scripts/release.sh ships
 # (target/pgo/lib, made by scripts/pgo.sh when bench/run builds), or with BENCH_PGO=0 the
-# plain `cargo build --release`.
+# plain `cargo build --release`. BENCH_LIB_DIR names any other folder with a libember.so
+# (an A/B against a saved build).
 BENCH_PGO = os.environ.get("BENCH_PGO", "1") != "0"
 LIB_DIR = ROOT / "target" / "pgo" / "lib" if BENCH_PGO else ROOT / "target" / "release"
+if os.environ.get("BENCH_LIB_DIR"):
+    LIB_DIR = Path(os.environ["BENCH_LIB_DIR"]).resolve()
 
 
 def ember_lib_env() -> dict[str, str]:
