@@ -65,8 +65,16 @@ fn the_spare_io_thread_of_auto_dispatch_sleeps_while_no_handler_blocks() {
         .iter()
         .map(|(tid, n)| after.iter().find(|(t, _)| t == tid).map_or(0, |(_, m)| m - n))
         .collect();
-    // One thread served 4,000 requests; the other slept through them (a spurious wake-up
-    // or two of its condition variable at most).
     assert!(moved.iter().any(|&m| m > 100), "no I/O thread served the requests: {moved:?}");
-    assert!(moved.iter().any(|&m| m <= 3), "the spare was woken while no handler blocked: {moved:?}");
+    // Under ThreadSanitizer a request can take longer than the monitor's look (2 ms), and
+    // the monitor then rightly takes the handler for a blocked one and wakes the spare: the
+    // run there checks the lull and wake paths for races, not the count.
+    if std::env::var_os("EMBER_TSAN").is_some() {
+        return;
+    }
+    // One thread served 4,000 requests; the other slept through them. Without the lull it
+    // switches about as often as the busy one (~970 here); the margin covers a request
+    // preempted past the monitor's look on a loaded machine, which wakes the spare for a
+    // few switches before it sleeps again.
+    assert!(moved.iter().any(|&m| m <= 40), "the spare was woken while no handler blocked: {moved:?}");
 }
