@@ -83,7 +83,9 @@ static void check_settled(ember_server *s, int requests) {
                 (unsigned long)st.requests, (unsigned long)st.active_requests, (unsigned long)st.active_connections);
 }
 
-static void answer_vs_timeout(int32_t mode) {
+/* One round; returns 1 when the answers really straddled the timeout (some answered, some
+ * timed out). Correctness is checked whatever the outcome. */
+static int answer_vs_timeout_round(int32_t mode) {
     ember_server *s = new_server();
     bg_get g[N];
     char targets[N][24];
@@ -107,10 +109,20 @@ static void answer_vs_timeout(int32_t mode) {
         else if (r.rc[i] == EMBER_ERR_TIMED_OUT) { late++; CHECK(g[i].status == 503); }
         else CHECK_RC(r.rc[i], EMBER_OK);
     }
-    CHECK(ok > 0 && late > 0); /* the jitter really straddled the timeout */
     printf("  answer vs timeout: %d answered, %d timed out\n", ok, late);
     check_settled(s, N);
     CHECK_RC(ember_server_free(s), EMBER_OK);
+    return ok > 0 && late > 0;
+}
+
+/* The answers are jittered over 0..100 ms against a 50 ms timeout, so both sides win some.
+ * On a loaded machine (Wine beside a build) the engine's timer or the answering threads can
+ * run late enough that one side wins every time: that round proves nothing either way, so
+ * it is run again, and three such rounds in a row fail. */
+static void answer_vs_timeout(int32_t mode) {
+    int round, straddled = 0;
+    for (round = 0; round < 3 && !straddled; round++) straddled = answer_vs_timeout_round(mode);
+    CHECK(straddled); /* the jitter really straddled the timeout */
 }
 
 static void test_answer_vs_timeout(void) { answer_vs_timeout(EMBER_DISPATCH_POOL); }
