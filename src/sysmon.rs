@@ -2,19 +2,14 @@
 //! stalling the server (as Go's sysmon hands off a processor stuck in a syscall).
 //!
 //! tokio polls sockets only on a worker that parks. When a handler blocks on the worker
-//! that last took the I/O events, nobody polls unless another worker is free: auto dispatch
-//! keeps one spare, asleep inside a task (`spare`) so that tokio does not wake it to steal
-//! from a busy worker. The monitor looks every few milliseconds; a slot that has stayed
-//! busy with the same handler since its last look gets the spare woken and the runtime
-//! poked (an empty task from outside wakes a parked worker), and the woken worker steals the
-//! blocked worker's queue and parks on the I/O driver. A few calm looks later the spare is
-//! put back to sleep. Fast handlers never notice it: the hot path only flips a flag and
-//! bumps a counter in its slot.
-
-mod spare;
+//! that last took the I/O events, the spare worker sleeps on its condition variable and
+//! nobody polls: the whole server waits for that handler. The monitor looks every few
+//! milliseconds; a slot that has stayed busy with the same handler since its last look gets
+//! the runtime poked (an empty task from outside wakes a parked worker, which then steals
+//! the blocked worker's queue and parks on the I/O driver). Fast handlers never notice it:
+//! the hot path only flips a flag and bumps a counter in its slot.
 
 use parking_lot::{Condvar, Mutex};
-use spare::Spare;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
@@ -24,8 +19,6 @@ use std::time::Duration;
 const LOOK_EVERY: Duration = Duration::from_millis(2);
 /// How long the monitor sleeps when no handler ran inline lately.
 const IDLE_LOOK: Duration = Duration::from_millis(100);
-/// Looks in a row with no blocked handler before the spare is put back to sleep.
-const CALM_LOOKS: u32 = 5;
 
 #[derive(Default)]
 struct Slot {
@@ -97,41 +90,26 @@ impl InlineSlots {
 pub(crate) struct Sysmon {
     stop: Arc<(Mutex<bool>, Condvar)>,
     thread: Option<JoinHandle<()>>,
-    spare: Arc<Spare>,
 }
 
 impl Sysmon {
     pub fn start(slots: &Arc<InlineSlots>, runtime: tokio::runtime::Handle) -> std::io::Result<Sysmon> {
         let stop = slots.bell.clone();
         let (weak, flag) = (Arc::downgrade(slots), stop.clone());
-        let spare = Arc::new(Spare::default());
-        spare.lull(&runtime);
-        let s = spare.clone();
-        let thread = std::thread::Builder::new().name("ember-sysmon".into()).spawn(move || watch(weak, runtime, flag, s));
-        match thread {
-            Ok(t) => Ok(Sysmon { stop, thread: Some(t), spare }),
-            Err(e) => {
-                spare.wake();
-                Err(e)
-            }
-        }
+        let thread = std::thread::Builder::new().name("ember-sysmon".into()).spawn(move || watch(weak, runtime, flag))?;
+        Ok(Sysmon { stop, thread: Some(thread) })
     }
 
-    /// Before the runtime is dropped: its shutdown waits for every worker, the sleeping
-    /// one too.
     pub fn stop(mut self) {
         *self.stop.0.lock() = true;
         self.stop.1.notify_all();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-        // After the join: the monitor can no longer put it back to sleep.
-        self.spare.wake();
     }
 }
 
-fn watch(slots: Weak<InlineSlots>, runtime: tokio::runtime::Handle, stop: Arc<(Mutex<bool>, Condvar)>, spare: Arc<Spare>) {
-    let mut calm = 0u32;
+fn watch(slots: Weak<InlineSlots>, runtime: tokio::runtime::Handle, stop: Arc<(Mutex<bool>, Condvar)>) {
     let mut seen: Vec<u64> = Vec::new();
     let mut last_total = 0;
     let mut poked: Vec<bool> = Vec::new();
@@ -145,18 +123,12 @@ fn watch(slots: Weak<InlineSlots>, runtime: tokio::runtime::Handle, stop: Arc<(M
         seen.resize(slots.slots.len(), u64::MAX);
         poked.resize(slots.slots.len(), false);
         since.resize(slots.slots.len(), None);
-        calm += 1;
         for (i, slot) in slots.slots.iter().enumerate() {
             let entries = slot.entries.load(Ordering::Relaxed);
             let busy = slot.busy.load(Ordering::Acquire);
             let stuck = busy && entries == seen[i];
-            if stuck {
-                calm = 0;
-            }
             if stuck && !poked[i] {
-                // The spare takes over; the empty task wakes a parked worker if the spare
-                // was already up (one per stuck handler is enough to get one polling).
-                spare.wake();
+                // One empty task per stuck handler is enough to get a worker polling.
                 drop(runtime.spawn(async {}));
                 poked[i] = true;
             } else if !stuck {
@@ -178,9 +150,6 @@ fn watch(slots: Weak<InlineSlots>, runtime: tokio::runtime::Handle, stop: Arc<(M
                 }
             }
             seen[i] = entries;
-        }
-        if calm >= CALM_LOOKS && !spare.asleep() {
-            spare.lull(&runtime);
         }
         let mut stopped = stop.0.lock();
         if *stopped {
