@@ -43,6 +43,8 @@ PAIRS = [
     (".NET auto ÷ .NET inline", "net-auto", "net-inline"),
     ("C inline ÷ bare hyper", "c-inline", "hyper"),
     ("C auto ÷ bare hyper", "c-auto", "hyper"),
+    ("Python inline ÷ bare hyper", "py-inline", "hyper"),
+    (".NET inline ÷ bare hyper", "net-inline", "hyper"),
 ]
 
 
@@ -61,11 +63,14 @@ def main() -> None:
     ap.add_argument("--seconds", type=int, default=3)
     ap.add_argument("--c", default="1,8,50,256", help="wrk concurrencies")
     ap.add_argument("--apps", default="c,py,net", help="reference apps (c, py, net)")
+    ap.add_argument("--pairs", default="", help="only the pairs whose label contains one of these comma-separated words")
     ap.add_argument("--json")
     a = ap.parse_args()
     levels = [int(x) for x in a.c.split(",")]
     apps = [x for x in a.apps.split(",") if x]
     pairs = [p for p in PAIRS if p[1].split("-")[0] in apps + ["hyper"] and p[2].split("-")[0] in apps + ["hyper"]]
+    if a.pairs:
+        pairs = [p for p in pairs if any(w in p[0] for w in a.pairs.split(","))]
     procs, ports, rounds = {}, {}, []
     with tempfile.TemporaryDirectory() as tmp:
         try:

@@ -20,6 +20,13 @@ PAIRS = [
     (".NET inline ÷ bare hyper", "ember-net-inline", "hyper", 0.95),
     ("C auto ÷ bare hyper", "ember-c-auto", "hyper", None),
 ]
+# Out of the box (unpinned, no options: auto dispatch, one I/O thread per core) the goal is
+# every reference app ≥ 0.9× bare hyper's multi-thread runtime.
+UNPINNED_PAIRS = [
+    ("C auto (default) ÷ bare hyper", "ember-c-auto", "hyper", 0.9),
+    ("Python auto (default) ÷ bare hyper", "ember-py-auto", "hyper", 0.9),
+    (".NET auto (default) ÷ bare hyper", "ember-net-auto", "hyper", 0.9),
+]
 
 
 def spread(xs):
@@ -35,7 +42,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("runs", nargs="+")
     ap.add_argument("--md")
+    ap.add_argument("--mode", default="pinned", choices=("pinned", "unpinned"))
     a = ap.parse_args()
+    mode = a.mode
     runs = []
     for d in a.runs:
         p = Path(d) / "results.json"
@@ -43,15 +52,16 @@ def main():
             runs.append((d, json.loads(p.read_text())))
     conc = runs[0][1]["meta"]["plan"]["concurrency"]
     L = [f"Runs: {len(runs)} ({', '.join(Path(d).name for d, _ in runs)}); median [min–max] over the runs, "
-         "each ratio taken within one run (pinned: server on CPU 0, wrk on CPU 1).", ""]
+         "each ratio taken within one run " + ("(pinned: server on CPU 0, wrk on CPU 1)." if mode == "pinned" else
+        "(unpinned: no taskset, one I/O thread per core, wrk -t<cores>, both sharing every core)."), ""]
     L.append("| pair (req/s ratio) | goal | " + " | ".join(f"c={c}" for c in conc) + " |")
     L.append("|---|---|" + "---|" * len(conc))
-    for label, x, y, goal in PAIRS:
+    for label, x, y, goal in (PAIRS[:-1] + UNPINNED_PAIRS if mode == "unpinned" else PAIRS):
         cells = []
         for c in conc:
             vals = []
             for _, R in runs:
-                rx, ry = R["runs"]["pinned"].get(x, {}), R["runs"]["pinned"].get(y, {})
+                rx, ry = R["runs"][mode].get(x, {}), R["runs"][mode].get(y, {})
                 wx, wy = (rx.get("wrk") or {}).get(str(c)), (ry.get("wrk") or {}).get(str(c))
                 if wx and wy and wy.get("rps"):
                     vals.append(wx["rps"] / wy["rps"])
@@ -65,10 +75,27 @@ def main():
     for t in ["hyper", "ember-c-inline", "ember-c-auto", "ember-py-inline", "ember-py-auto", "ember-net-inline", "ember-net-auto"]:
         cells = []
         for c in conc:
-            vals = [((R["runs"]["pinned"].get(t) or {}).get("wrk") or {}).get(str(c), {}).get("cpu_us_per_req") for _, R in runs]
+            vals = [((R["runs"][mode].get(t) or {}).get("wrk") or {}).get(str(c), {}).get("cpu_us_per_req") for _, R in runs]
             vals = [v for v in vals if v]
             cells.append(f"{statistics.median(vals):.1f}" if vals else "–")
         L.append(f"| {t} | " + " | ".join(cells) + " |")
+    L.append("")
+    L.append("p99 latency at c=256, ms (median [min–max] over runs; the goal: the default dispatch no worse than hyper):")
+    L.append("")
+    L.append("| target | p99 c=256 ms | ÷ hyper's in the same run |")
+    L.append("|---|---|---|")
+    for t in ["hyper", "ember-c-inline", "ember-c-auto", "ember-py-inline", "ember-py-auto", "ember-net-inline", "ember-net-auto"]:
+        ms, ratio = [], []
+        for _, R in runs:
+            w = ((R["runs"][mode].get(t) or {}).get("wrk") or {}).get("256") or {}
+            h = ((R["runs"][mode].get("hyper") or {}).get("wrk") or {}).get("256") or {}
+            p, ph = (w.get("latency_us") or {}).get("p99"), (h.get("latency_us") or {}).get("p99")
+            p, ph = p and p / 1000, ph and ph / 1000
+            if p:
+                ms.append(p)
+                if ph:
+                    ratio.append(p / ph)
+        L.append(f"| {t} | {spread(ms)} | {spread(ratio)} |")
     L.append("")
     lad = [(R["ladders"].get("ember-c-auto"), R["ladders"].get("ember-c-inline")) for _, R in runs]
     lad = [(x, y) for x, y in lad if x and y and x.get("rows") and y.get("rows")]
