@@ -8,6 +8,14 @@
 //! the runtime poked (an empty task from outside wakes a parked worker, which then steals
 //! the blocked worker's queue and parks on the I/O driver). Fast handlers never notice it:
 //! the hot path only flips a flag and bumps a counter in its slot.
+//!
+//! Stock tokio wakes a parked worker whenever a worker finds more than one task ready, so
+//! the spare shared every burst of work with the busy worker: two threads taking turns on
+//! one core's worth of requests, twice the context switches, and a p99 that waited on the
+//! other thread's turn. Our tokio (vendor/tokio, scripts/vendor_tokio.sh) caps how many
+//! workers notifications keep awake; the cap is the number of slots, lifted by the monitor
+//! only while a slot is stuck. The spare then sleeps until it is needed, and the workers
+//! run as inline dispatch's would.
 
 use parking_lot::{Condvar, Mutex};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -94,6 +102,9 @@ pub(crate) struct Sysmon {
 
 impl Sysmon {
     pub fn start(slots: &Arc<InlineSlots>, runtime: tokio::runtime::Handle) -> std::io::Result<Sysmon> {
+        // The spare stays parked while no handler is stuck: notifications wake at most
+        // one worker per slot, as many as inline dispatch runs.
+        runtime.set_notify_limit(slots.slots.len());
         let stop = slots.bell.clone();
         let (weak, flag) = (Arc::downgrade(slots), stop.clone());
         let thread = std::thread::Builder::new().name("ember-sysmon".into()).spawn(move || watch(weak, runtime, flag))?;
@@ -115,6 +126,7 @@ fn watch(slots: Weak<InlineSlots>, runtime: tokio::runtime::Handle, stop: Arc<(M
     let mut poked: Vec<bool> = Vec::new();
     // Since when each slot has held the same handler (as seen by this thread).
     let mut since: Vec<Option<std::time::Instant>> = Vec::new();
+    let mut raised = false;
     loop {
         let Some(slots) = slots.upgrade() else { return };
         let total = slots.entries();
@@ -123,11 +135,17 @@ fn watch(slots: Weak<InlineSlots>, runtime: tokio::runtime::Handle, stop: Arc<(M
         seen.resize(slots.slots.len(), u64::MAX);
         poked.resize(slots.slots.len(), false);
         since.resize(slots.slots.len(), None);
+        let mut any_stuck = false;
         for (i, slot) in slots.slots.iter().enumerate() {
             let entries = slot.entries.load(Ordering::Relaxed);
             let busy = slot.busy.load(Ordering::Acquire);
             let stuck = busy && entries == seen[i];
+            any_stuck |= stuck;
             if stuck && !poked[i] {
+                if !raised {
+                    runtime.set_notify_limit(usize::MAX);
+                    raised = true;
+                }
                 // One empty task per stuck handler is enough to get a worker polling.
                 drop(runtime.spawn(async {}));
                 poked[i] = true;
@@ -150,6 +168,10 @@ fn watch(slots: Weak<InlineSlots>, runtime: tokio::runtime::Handle, stop: Arc<(M
                 }
             }
             seen[i] = entries;
+        }
+        if raised && !any_stuck {
+            runtime.set_notify_limit(slots.slots.len());
+            raised = false;
         }
         let mut stopped = stop.0.lock();
         if *stopped {
