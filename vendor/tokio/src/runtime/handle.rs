@@ -513,8 +513,10 @@ impl Handle {
     /// Ember's fork of tokio: caps how many workers of a multi-thread runtime
     /// notifications keep awake (clamped to `1..=worker_threads`). Work found
     /// by a worker's own I/O driver or queue still runs; a parked worker beyond
-    /// the cap is only woken once the cap is raised and a task is spawned.
-    /// Returns `false` (and does nothing) for a current-thread runtime.
+    /// the cap is only woken once the cap is raised and a task is spawned, and
+    /// a worker awake beyond it parks when its own queue is empty rather than
+    /// steal from the others. Returns `false` (and does nothing) for a
+    /// current-thread runtime.
     pub fn set_notify_limit(&self, n: usize) -> bool {
         match &self.inner {
             #[cfg(feature = "rt-multi-thread")]

@@ -174,6 +174,16 @@ impl Idle {
     pub(super) fn set_notify_limit(&self, n: usize) {
         self.notify_limit.store(n.clamp(1, self.num_workers), SeqCst);
     }
+
+    /// Ember's fork: whether a notify limit below the number of workers is set.
+    pub(super) fn notify_limited(&self) -> bool {
+        self.notify_limit.load(SeqCst) < self.num_workers
+    }
+
+    /// Ember's fork: whether more workers are awake than the notify limit.
+    pub(super) fn over_notify_limit(&self) -> bool {
+        State::load(&self.state, SeqCst).num_unparked() > self.notify_limit.load(SeqCst)
+    }
 }
 
 impl State {

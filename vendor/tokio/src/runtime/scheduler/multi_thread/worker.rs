@@ -1166,6 +1166,14 @@ impl Core {
     /// a new worker will actually try to steal. The idea is to make sure not all
     /// workers will be trying to steal at the same time.
     fn steal_work(&mut self, worker: &Worker) -> Option<Notified> {
+        // Ember's fork: a worker that finds more workers awake than the notify limit
+        // parks instead of taking work from the others, so that after the limit is
+        // lowered the extra workers go back to sleep even while work keeps coming.
+        // (It checks the queues once more as it parks: see `transition_to_parked`.)
+        if !self.is_searching && worker.handle.shared.idle.over_notify_limit() {
+            return None;
+        }
+
         if !self.transition_to_searching(worker) {
             return None;
         }
@@ -1247,7 +1255,10 @@ impl Core {
         // only.
         self.is_searching = false;
 
-        if is_last_searcher {
+        // Ember's fork: under a notify limit a worker may park without having searched
+        // (see `steal_work`), and so without the last searcher's check; every parking
+        // worker checks then, after it stopped counting as awake.
+        if is_last_searcher || worker.handle.shared.idle.notify_limited() {
             worker.handle.notify_if_work_pending();
         }
 
