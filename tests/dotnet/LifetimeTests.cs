@@ -272,7 +272,9 @@ namespace EmberTests
             Assert.Equal(0, code, mode + " exit code; output: " + output);
             Assert.True(!output.Contains("Native Crash") && !output.Contains("SIGSEGV") && !output.Contains("CallbackOnCollectedDelegate"),
                 mode + " crash output: " + output);
-            Assert.True(ms < maxMs, mode + " took " + ms + " ms");
+            long hooks = Children.ExitHooksMs(output);
+            Assert.True(hooks >= 0, mode + ": the exit hooks never finished; output: " + output);
+            Assert.True(hooks < maxMs, mode + ": the exit hooks finished " + hooks + " ms after start (the process ended after " + ms + " ms)");
         }
 
         [Test]
