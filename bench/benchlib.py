@@ -39,6 +39,9 @@ def ember_lib_env() -> dict[str, str]:
     comes before their RUNPATH."""
     if not (LIB_DIR / "libember.so").exists():
         raise BenchError(f"{LIB_DIR / 'libember.so'} is missing: scripts/pgo.sh builds it (BENCH_PGO=0: the plain build)")
+    if not (LIB_DIR / "libember.so.0").exists():
+        # Else the C programs (which ask for the soname) quietly load their RUNPATH's library.
+        raise BenchError(f"{LIB_DIR / 'libember.so.0'} is missing: ln -s libember.so {LIB_DIR / 'libember.so.0'}")
     return {"EMBER_LIBRARY": str(LIB_DIR / "libember.so"), "LD_LIBRARY_PATH": str(LIB_DIR)}
 
 
