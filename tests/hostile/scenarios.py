@@ -2,7 +2,10 @@
 each) and `bench` (bench/hostile.py, the sizes of issue 12 item 3). One scenario = one
 attack run under `Watch` against a fresh reference app, and what it must show:
 - `cut`: the attacker's connections are ended by the server (GOAWAY, reset, close, 408);
-- `rss_mb`: the server's RSS peak stays within this many MB above its baseline.
+- `rss_mb`: the server's RSS peak stays within this many MB above its baseline;
+- `kb_per_conn`: that growth divided by the most attacker connections open at once stays
+  within this many KiB (slowloris: a trickled head is held before hyper gets the
+  connection, ~12 KiB each; hyper's buffers made it ~28 KiB, src/conn/sniff.rs).
 Every scenario also requires the server to stay up and the probe (a polite client on its
 own connection) to be answered throughout, without a failure.
 """
@@ -30,7 +33,7 @@ SCENARIOS = {
     "h2_hpack_bomb": (h2.hpack_abuse, dict(seconds=3, conns=2, kind="bomb"), dict(seconds=30, conns=16, kind="bomb"),
                       dict(cut=True, rss_mb=60)),
     "h1_slowloris": (h1.slowloris, dict(seconds=4, conns=500), dict(seconds=30, conns=5000),
-                     dict(cut=True, rss_mb=60)),
+                     dict(cut=True, rss_mb=60, kb_per_conn=18)),
     "h1_slow_reader": (h1.slow_reader, dict(seconds=9, conns=20, request=SLOW_ANSWER),
                        dict(seconds=30, conns=200, request=SLOW_ANSWER), dict(cut=False, fds_back=True, rss_mb=120)),
     "h1_header_bombs": (h1.header_bombs, dict(seconds=3, conns=2), dict(seconds=30, conns=8),
@@ -75,6 +78,11 @@ def problems(name, outcome, report, alive):
     grew = report["rss_peak_mb"] - report["rss_baseline_mb"]
     if grew > checks["rss_mb"]:
         out.append("RSS grew %.1f MB (bound %d MB)" % (grew, checks["rss_mb"]))
+    if checks.get("kb_per_conn") and outcome.get("peak_open"):
+        per = grew * 1024 / outcome["peak_open"]
+        if per > checks["kb_per_conn"]:
+            out.append("RSS grew %.1f KiB per open attacker connection (bound %d KiB; %d open at most)"
+                       % (per, checks["kb_per_conn"], outcome["peak_open"]))
     if checks.get("cut") and not outcome.get("cut_off"):
         out.append("no attacker connection was cut off: %s" % dict(outcome))
     if checks.get("cut") and outcome.get("uncut"):
