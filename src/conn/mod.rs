@@ -138,7 +138,9 @@ pub(crate) async fn serve(
 async fn drive_any(stream: TcpStream, tls: Option<Arc<TlsSite>>, state: Arc<ConnState>, run: Arc<Run>, shutdown: watch::Receiver<bool>, polite: Arc<Notify>) {
     match tls {
         #[cfg(feature = "tls")]
-        Some(site) => crate::tls::accept::drive_tls(stream, site, state, run, shutdown, polite).await,
+        // Boxed: a TLS handshake's state is large, and plain connections should not
+        // carry its size in their task.
+        Some(site) => Box::pin(crate::tls::accept::drive_tls(stream, site, state, run, shutdown, polite)).await,
         #[cfg(not(feature = "tls"))]
         Some(never) => match *never {},
         None => drive_tcp(stream, state, run, shutdown, polite).await,
@@ -150,7 +152,11 @@ async fn drive_tcp(stream: TcpStream, state: Arc<ConnState>, run: Arc<Run>, shut
         Ok(Some(h2)) => h2,
         _ => return,
     };
-    drive(stream::Stream::Plain(stream), is_h2, state, run, shutdown, polite).await
+    // Boxed: the connection's task is made as large as the largest state of its future,
+    // and hyper's connection (2 KiB, kept twice over in this future's state when awaited
+    // in place) would make every connection that has not sent its first head yet (a
+    // slowloris one) carry that size too.
+    Box::pin(drive(stream::Stream::Plain(stream), is_h2, state, run, shutdown, polite)).await
 }
 
 /// Runs hyper over any byte stream whose protocol is known.

@@ -70,7 +70,9 @@ pub(crate) fn duplicate(raw: Raw) -> io::Result<socket2::Socket> {
 /// first and after: closing over unread bytes sends a reset that can destroy the answer
 /// before the client reads it.
 pub(crate) async fn send_408(sock: socket2::Socket) {
-    let mut scratch = [0u8; 4096];
+    // On the heap: held across the await below, an array would be part of every
+    // connection's task, the whole life of the connection.
+    let mut scratch = vec![0u8; 4096];
     let _ = sock.set_nonblocking(true);
     for _ in 0..16 {
         match (&sock).read(&mut scratch) {

@@ -15,9 +15,10 @@ use tokio::net::TcpStream;
 
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
-/// Most request heads fit (browsers send 0.4-1.5 KiB); a longer one is not trickling, so
-/// it goes to hyper as soon as this much of it is there.
-const PEEK_MAX: usize = 2048;
+/// Most request heads fit (curl and most API clients send 0.1-0.5 KiB, browsers up to
+/// 1.5 KiB and more with cookies); a longer one is not held back: it goes to hyper as
+/// soon as this much of it is there, as every head did before.
+const PEEK_MAX: usize = 1024;
 
 /// Waits until the first bytes decide. Some(true) = HTTP/2, Some(false) = HTTP/1 (its head
 /// complete, or longer than `PEEK_MAX`, or its client done sending), None = closed before a
