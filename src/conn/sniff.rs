@@ -63,7 +63,7 @@ pub(crate) async fn is_h2(stream: &TcpStream, state: &ConnState) -> io::Result<O
 /// Whether a request head's end (an empty line; bare LF line ends count, as httparse
 /// accepts them) is in `b`.
 fn head_ends(b: &[u8]) -> bool {
-    b.windows(2).enumerate().any(|(i, w)| w[0] == b'\n' && (w[1] == b'\n' || (w[1] == b'\r' && b.get(i + 2) == Some(&b'\n'))))
+    b.windows(2).any(|w| w == b"\n\n") || b.windows(3).any(|w| w == b"\n\r\n")
 }
 
 #[cfg(test)]
