@@ -5,7 +5,7 @@ attack run under `Watch` against a fresh reference app, and what it must show:
 - `rss_mb`: the server's RSS peak stays within this many MB above its baseline;
 - `kb_per_conn`: that growth divided by the most attacker connections open at once stays
   within this many KiB (slowloris: a trickled head is held before hyper gets the
-  connection, ~12 KiB each; hyper's buffers made it ~28 KiB, src/conn/sniff.rs).
+  connection, ~7 KiB each; hyper's buffers made it ~28 KiB, src/conn/sniff.rs).
 Every scenario also requires the server to stay up and the probe (a polite client on its
 own connection) to be answered throughout, without a failure.
 """
